@@ -1,0 +1,572 @@
+//! Case files: the model, strict loading and validation, placeholders, and body generation.
+//!
+//! **Architecture invariant:** nothing here does network or process I/O; the only I/O is reading
+//! case files. A loaded [`Case`] is plain data that the runner hands to a transport.
+
+pub mod body;
+pub mod model;
+
+pub use body::Body;
+pub use model::*;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use include_dir::{include_dir, Dir};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The built-in catalogue, embedded at build time.
+static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/cases");
+
+/// Placeholder names a case may use.
+pub const PLACEHOLDERS: &[&str] = &[
+    "denied_tool",
+    "allowed_tool",
+    "protocol_version",
+    "session_id",
+    "host",
+    "path",
+    "code_malformed",
+    "code_denied",
+    "code_downstream",
+];
+
+/// Longest body a case may describe (a little over 4 GiB).
+pub const MAX_BODY_LEN: u64 = 4 << 30;
+
+/// Why a case file was refused. Messages name the file (and line and column where known); tests
+/// match on the variant, never on the text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}:{line}:{column}: unknown requirement ID `{id}` (not in cases/requirements.json)")]
+    UnknownRequirement {
+        path: String,
+        id: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("{path}:{line}:{column}: unknown placeholder `{{{{{name}}}}}`")]
+    UnknownPlaceholder {
+        path: String,
+        name: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("{path}: case id `{id}` is defined twice (also in {other})")]
+    Duplicate {
+        path: String,
+        id: String,
+        other: String,
+    },
+}
+
+/// One requirement of the project's catalogue (`cases/requirements.json`).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+pub struct Requirement {
+    pub id: String,
+    pub section: String,
+    pub source: String,
+    pub level: String,
+    pub summary: String,
+}
+
+#[derive(serde::Deserialize)]
+struct RequirementsFile {
+    requirements: Vec<Requirement>,
+}
+
+/// The requirement catalogue embedded from `cases/requirements.json`.
+pub fn requirements() -> &'static BTreeMap<String, Requirement> {
+    static REQS: OnceLock<BTreeMap<String, Requirement>> = OnceLock::new();
+    REQS.get_or_init(|| {
+        let text = EMBEDDED
+            .get_file("requirements.json")
+            .and_then(|f| f.contents_utf8())
+            .unwrap_or("{\"requirements\":[]}");
+        // The file is part of the build and checked by a test; an unreadable one yields an
+        // empty catalogue, which makes every case fail validation loudly.
+        let parsed: RequirementsFile =
+            serde_json::from_str(text).unwrap_or(RequirementsFile {
+                requirements: Vec::new(),
+            });
+        parsed
+            .requirements
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect()
+    })
+}
+
+/// Where a case came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Embedded,
+    File(PathBuf),
+}
+
+/// A validated case.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Path under its cases root without `.json`, e.g. `batch/two-requests`.
+    pub id: String,
+    pub spec: CaseSpec,
+    pub source: Source,
+}
+
+impl Case {
+    pub fn applies_to_transport(&self, t: TransportKind) -> bool {
+        self.spec.transports.as_ref().is_none_or(|v| v.contains(&t))
+            && !(self.spec.request.raw_http.is_some() && t != TransportKind::Http)
+    }
+
+    pub fn applies_to_profile(&self, p: Profile) -> bool {
+        self.spec.profiles.as_ref().is_none_or(|v| v.contains(&p))
+    }
+
+    pub fn applies_to_version(&self, version: &str) -> bool {
+        self.spec
+            .versions
+            .as_ref()
+            .is_none_or(|r| r.contains(version))
+    }
+
+    /// The acceptable set in force: `expect`, narrowed by `strict` when `strict` applies.
+    pub fn expectation(&self, strict: bool) -> Expect {
+        match (&self.spec.strict, strict) {
+            (Some(s), true) => self.spec.expect.narrowed_by(s),
+            _ => self.spec.expect.clone(),
+        }
+    }
+}
+
+/// The values placeholders are replaced with.
+#[derive(Debug, Clone, Default)]
+pub struct Placeholders {
+    values: BTreeMap<&'static str, String>,
+}
+
+impl Placeholders {
+    pub fn set(&mut self, name: &'static str, value: impl Into<String>) -> &mut Self {
+        self.values.insert(name, value.into());
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// Replace every known `{{name}}` in `text`. Unknown names were refused at load time.
+    pub fn apply(&self, text: &str) -> String {
+        if !text.contains("{{") {
+            return text.to_string();
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find("{{") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            match after.find("}}") {
+                Some(end) if self.values.contains_key(&after[..end]) => {
+                    out.push_str(&self.values[&after[..end]]);
+                    rest = &after[end + 2..];
+                }
+                _ => {
+                    out.push_str("{{");
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn apply_json(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => Value::String(self.apply(s)),
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.apply_json(v)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (self.apply(k), self.apply_json(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+
+    /// The case body with placeholders replaced, as streamable bytes.
+    pub fn body(&self, spec: Option<&BodySpec>) -> Body {
+        let Some(spec) = spec else {
+            return Body::empty();
+        };
+        match spec {
+            BodySpec::Json(v) => {
+                // Serializing a Value cannot fail (keys are strings).
+                let bytes = serde_json::to_vec(&self.apply_json(v)).unwrap_or_default();
+                Body::from_bytes(bytes)
+            }
+            BodySpec::Text(t) => Body::from_bytes(self.apply(t).into_bytes()),
+            // Validated at load time.
+            BodySpec::Base64(b) => Body::from_bytes(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .unwrap_or_default(),
+            ),
+            BodySpec::Repeat(r) => {
+                let mut body = Body::default();
+                body.push(Bytes::from(self.apply(&r.prefix)));
+                body.push_repeat(Bytes::from(self.apply(&r.unit)), r.count);
+                body.push(Bytes::from(self.apply(&r.suffix)));
+                body
+            }
+            BodySpec::Nest(n) => {
+                let mut body = Body::default();
+                body.push(Bytes::from(self.apply(&n.prefix)));
+                body.push_repeat(Bytes::from(self.apply(&n.open)), n.depth);
+                body.push(Bytes::from(self.apply(&n.inner)));
+                body.push_repeat(Bytes::from(self.apply(&n.close)), n.depth);
+                body.push(Bytes::from(self.apply(&n.suffix)));
+                body
+            }
+        }
+    }
+}
+
+/// The set of cases a run uses.
+#[derive(Debug, Clone, Default)]
+pub struct Catalogue {
+    pub cases: Vec<Case>,
+}
+
+impl Catalogue {
+    /// The catalogue built into the binary.
+    pub fn embedded() -> Result<Catalogue, CaseError> {
+        let mut files = Vec::new();
+        collect_embedded(&EMBEDDED, &mut files);
+        let mut cat = Catalogue::default();
+        for (rel, text) in files {
+            let id = rel.trim_end_matches(".json").to_string();
+            let display = format!("cases/{rel}");
+            let spec = parse_case(&display, text)?;
+            cat.insert(Case {
+                id,
+                spec,
+                source: Source::Embedded,
+            })?;
+        }
+        cat.sort();
+        Ok(cat)
+    }
+
+    /// Add every case file under `dir` (recursively). Ids are paths relative to `dir`.
+    pub fn add_dir(&mut self, dir: &Path) -> Result<usize, CaseError> {
+        let mut files = Vec::new();
+        walk(dir, dir, &mut files)?;
+        let n = files.len();
+        for (rel, path) in files {
+            let display = path.display().to_string();
+            let text = std::fs::read_to_string(&path).map_err(|source| CaseError::Io {
+                path: display.clone(),
+                source,
+            })?;
+            let spec = parse_case(&display, &text)?;
+            self.insert(Case {
+                id: rel,
+                spec,
+                source: Source::File(path),
+            })?;
+        }
+        self.sort();
+        Ok(n)
+    }
+
+    fn insert(&mut self, case: Case) -> Result<(), CaseError> {
+        if let Some(other) = self.cases.iter().find(|c| c.id == case.id) {
+            return Err(CaseError::Duplicate {
+                path: source_name(&case),
+                id: case.id,
+                other: source_name(other),
+            });
+        }
+        self.cases.push(case);
+        Ok(())
+    }
+
+    fn sort(&mut self) {
+        self.cases.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+}
+
+fn source_name(case: &Case) -> String {
+    match &case.source {
+        Source::Embedded => format!("cases/{}.json", case.id),
+        Source::File(p) => p.display().to_string(),
+    }
+}
+
+fn collect_embedded(dir: &'static Dir<'static>, out: &mut Vec<(String, &'static str)>) {
+    for file in dir.files() {
+        let rel = file.path().to_string_lossy().replace('\\', "/");
+        // Top-level JSON files (requirements.json, schema.json) are not cases.
+        if rel.ends_with(".json") && rel.contains('/') {
+            out.push((rel, file.contents_utf8().unwrap_or("")));
+        }
+    }
+    for sub in dir.dirs() {
+        collect_embedded(sub, out);
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(), CaseError> {
+    let io = |source| CaseError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    entries.sort_by_key(|e| e.path());
+    for entry in entries {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(root, &path, out)?;
+        } else if path.extension().is_some_and(|e| e == "json") {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .with_extension("")
+                .to_string_lossy()
+                .replace('\\', "/");
+            // Catalogue metadata at the root of a cases folder is not a case.
+            if rel == "requirements" || rel == "schema" {
+                continue;
+            }
+            out.push((rel, path));
+        }
+    }
+    Ok(())
+}
+
+/// Line and column (1-based) of byte offset `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |n| before.len() - n - 1) + 1;
+    (line, column)
+}
+
+/// Parse and validate one case file's text. `path` is only used in errors.
+pub fn parse_case(path: &str, text: &str) -> Result<CaseSpec, CaseError> {
+    let spec: CaseSpec = serde_json::from_str(text).map_err(|e| CaseError::Syntax {
+        path: path.to_string(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    validate(path, text, &spec)?;
+    Ok(spec)
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> CaseError {
+    CaseError::Invalid {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    if spec.title.trim().is_empty() {
+        return Err(invalid(path, "`title` is empty"));
+    }
+    if spec.requirements.is_empty() {
+        return Err(invalid(path, "`requirements` is empty: cite at least one ID"));
+    }
+    let reqs = requirements();
+    for id in &spec.requirements {
+        if !reqs.contains_key(id) {
+            let at = text.find(&format!("\"{id}\"")).unwrap_or(0);
+            let (line, column) = line_col(text, at);
+            return Err(CaseError::UnknownRequirement {
+                path: path.to_string(),
+                id: id.clone(),
+                line,
+                column,
+            });
+        }
+    }
+    if spec.transports.as_ref().is_some_and(Vec::is_empty) {
+        return Err(invalid(path, "`transports` is empty"));
+    }
+    if spec.profiles.as_ref().is_some_and(Vec::is_empty) {
+        return Err(invalid(path, "`profiles` is empty"));
+    }
+    if let Some(v) = &spec.versions {
+        for s in v.from.iter().chain(v.to.iter()) {
+            if !is_version(s) {
+                return Err(invalid(path, format!("`versions`: `{s}` is not YYYY-MM-DD")));
+            }
+        }
+    }
+    if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
+        return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
+    }
+    let req = &spec.request;
+    if req.raw_http.is_some() {
+        if req.method.is_some() || req.path.is_some() || !req.headers.is_empty() {
+            return Err(invalid(
+                path,
+                "`raw_http` replaces `method`, `path` and `headers`",
+            ));
+        }
+        if req.body.is_some() || req.chunked {
+            return Err(invalid(path, "`raw_http` replaces `body` and `chunked`"));
+        }
+        if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
+            return Err(invalid(path, "a `raw_http` case needs `\"transports\": [\"http\"]`"));
+        }
+    }
+    if let Some(m) = &req.method {
+        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(invalid(path, format!("`method` `{m}` is not an HTTP token")));
+        }
+    }
+    if let Some(p) = &req.path {
+        if !p.starts_with('/') || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(invalid(path, "`path` must start with `/` and hold no spaces or controls"));
+        }
+    }
+    for name in req.headers.keys() {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(invalid(path, format!("header name `{name}` is not an HTTP token")));
+        }
+    }
+    match &req.body {
+        Some(BodySpec::Base64(b)) => {
+            if base64::engine::general_purpose::STANDARD.decode(b).is_err() {
+                return Err(invalid(path, "`base64` body is not valid base64"));
+            }
+        }
+        Some(BodySpec::Repeat(r)) => {
+            if r.unit.is_empty() {
+                return Err(invalid(path, "`repeat.unit` is empty"));
+            }
+            let len = (r.unit.len() as u64).saturating_mul(r.count);
+            if len > MAX_BODY_LEN {
+                return Err(invalid(path, "`repeat` body is longer than 4 GiB"));
+            }
+        }
+        Some(BodySpec::Nest(n)) => {
+            let len = ((n.open.len() + n.close.len()) as u64).saturating_mul(n.depth);
+            if len > MAX_BODY_LEN {
+                return Err(invalid(path, "`nest` body is longer than 4 GiB"));
+            }
+        }
+        _ => {}
+    }
+    check_expect(path, "expect", &spec.expect)?;
+    if spec.expect.outcome.is_none() {
+        return Err(invalid(path, "`expect.outcome` is required"));
+    }
+    if let Some(strict) = &spec.strict {
+        check_expect(path, "strict", strict)?;
+        if *strict == Expect::default() {
+            return Err(invalid(path, "`strict` is empty"));
+        }
+    }
+    // Every `{{name}}` in the file must be a known placeholder.
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        if let Some(end) = after.find("}}") {
+            let name = &after[..end];
+            if !PLACEHOLDERS.contains(&name) {
+                let (line, column) = line_col(text, offset + start);
+                return Err(CaseError::UnknownPlaceholder {
+                    path: path.to_string(),
+                    name: name.to_string(),
+                    line,
+                    column,
+                });
+            }
+        }
+        offset += start + 2;
+        rest = after;
+    }
+    Ok(())
+}
+
+fn check_expect(path: &str, key: &str, e: &Expect) -> Result<(), CaseError> {
+    fn nonempty<T>(v: &Option<OneOrMany<T>>) -> bool {
+        v.as_ref().is_none_or(|v| !v.as_slice().is_empty())
+    }
+    if !nonempty(&e.outcome) || !nonempty(&e.http_status) || !nonempty(&e.error_code) || !nonempty(&e.id)
+    {
+        return Err(invalid(path, format!("`{key}`: an acceptable set is empty")));
+    }
+    if let Some(s) = &e.http_status {
+        if let Some(bad) = s.as_slice().iter().find(|p| !p.is_valid()) {
+            return Err(invalid(
+                path,
+                format!("`{key}.http_status`: `{bad}` is not a status or a class like \"4xx\""),
+            ));
+        }
+    }
+    if let Some(codes) = &e.error_code {
+        for c in codes.as_slice() {
+            if let CodePattern::Placeholder(p) = c {
+                let known = ["{{code_malformed}}", "{{code_denied}}", "{{code_downstream}}"];
+                if !known.contains(&p.as_str()) {
+                    return Err(invalid(
+                        path,
+                        format!("`{key}.error_code`: `{p}` is neither an integer nor a code placeholder"),
+                    ));
+                }
+            }
+        }
+    }
+    if e.leak == Some(true) {
+        return Err(invalid(
+            path,
+            format!("`{key}.leak`: only `false` is meaningful (a case cannot require a leak)"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_version(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+}
+
+/// Every case id in the catalogue, for reports and tests.
+pub fn ids(cat: &Catalogue) -> BTreeSet<String> {
+    cat.cases.iter().map(|c| c.id.clone()).collect()
+}

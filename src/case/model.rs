@@ -1,0 +1,291 @@
+//! The case file model: the JSON format of docs/case-format.md as Rust types.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One value or a list of values: every `expect` field is an acceptable set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> OneOrMany<T> {
+    pub fn as_slice(&self) -> &[T] {
+        match self {
+            OneOrMany::One(v) => std::slice::from_ref(v),
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Must,
+    Should,
+    Info,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Http,
+    Stdio,
+}
+
+impl TransportKind {
+    pub const ALL: [TransportKind; 2] = [TransportKind::Http, TransportKind::Stdio];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Http => "http",
+            TransportKind::Stdio => "stdio",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    #[default]
+    Server,
+    Gate,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Server => "server",
+            Profile::Gate => "gate",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionMode {
+    None,
+    #[default]
+    Initialized,
+}
+
+/// An inclusive range of protocol versions (`YYYY-MM-DD` strings compare in date order).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionRange {
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub to: Option<String>,
+}
+
+impl VersionRange {
+    pub fn contains(&self, version: &str) -> bool {
+        self.from.as_deref().is_none_or(|f| version >= f)
+            && self.to.as_deref().is_none_or(|t| version <= t)
+    }
+}
+
+/// A case as written in its file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseSpec {
+    pub title: String,
+    pub requirements: Vec<String>,
+    #[serde(default = "default_level")]
+    pub level: Level,
+    #[serde(default)]
+    pub transports: Option<Vec<TransportKind>>,
+    #[serde(default)]
+    pub profiles: Option<Vec<Profile>>,
+    #[serde(default)]
+    pub versions: Option<VersionRange>,
+    #[serde(default)]
+    pub session: SessionMode,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    pub request: RequestSpec,
+    pub expect: Expect,
+    #[serde(default)]
+    pub strict: Option<Expect>,
+}
+
+fn default_level() -> Level {
+    Level::Must
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, Option<String>>,
+    #[serde(default)]
+    pub body: Option<BodySpec>,
+    #[serde(default)]
+    pub chunked: bool,
+    #[serde(default)]
+    pub raw_line: bool,
+    #[serde(default)]
+    pub close_input: bool,
+    #[serde(default)]
+    pub raw_http: Option<String>,
+}
+
+/// Exactly one body kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum BodySpec {
+    Json(serde_json::Value),
+    Text(String),
+    Base64(String),
+    Repeat(RepeatSpec),
+    Nest(NestSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepeatSpec {
+    #[serde(default)]
+    pub prefix: String,
+    pub unit: String,
+    pub count: u64,
+    #[serde(default)]
+    pub suffix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NestSpec {
+    #[serde(default)]
+    pub prefix: String,
+    pub open: String,
+    pub close: String,
+    pub depth: u64,
+    #[serde(default)]
+    pub inner: String,
+    #[serde(default)]
+    pub suffix: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Reject,
+    Accept,
+    Silent,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Reject => "reject",
+            Outcome::Accept => "accept",
+            Outcome::Silent => "silent",
+        }
+    }
+}
+
+/// One acceptable HTTP status: an exact code or a class such as `"4xx"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StatusPattern {
+    Code(u16),
+    Class(String),
+}
+
+impl StatusPattern {
+    pub fn matches(&self, status: u16) -> bool {
+        match self {
+            StatusPattern::Code(c) => *c == status,
+            StatusPattern::Class(c) => {
+                let digit = c.as_bytes().first().map(|d| d.wrapping_sub(b'0'));
+                digit.is_some_and(|d| u16::from(d) == status / 100)
+            }
+        }
+    }
+
+    pub fn is_valid(&self) -> bool {
+        match self {
+            StatusPattern::Code(c) => (100..=599).contains(c),
+            StatusPattern::Class(c) => {
+                c.len() == 3 && matches!(c.as_bytes()[0], b'1'..=b'5') && &c[1..] == "xx"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for StatusPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusPattern::Code(c) => write!(f, "{c}"),
+            StatusPattern::Class(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+/// An error code, or a placeholder such as `"{{code_denied}}"` resolved from the gate's table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CodePattern {
+    Code(i64),
+    Placeholder(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdRule {
+    Echo,
+    Null,
+    Absent,
+    NullOrAbsent,
+}
+
+impl IdRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdRule::Echo => "echo",
+            IdRule::Null => "null",
+            IdRule::Absent => "absent",
+            IdRule::NullOrAbsent => "null-or-absent",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default)]
+    pub outcome: Option<OneOrMany<Outcome>>,
+    #[serde(default)]
+    pub http_status: Option<OneOrMany<StatusPattern>>,
+    #[serde(default)]
+    pub error_code: Option<OneOrMany<CodePattern>>,
+    #[serde(default)]
+    pub id: Option<OneOrMany<IdRule>>,
+    #[serde(default)]
+    pub forwarded: Option<bool>,
+    #[serde(default)]
+    pub alive: Option<bool>,
+    #[serde(default)]
+    pub leak: Option<bool>,
+}
+
+impl Expect {
+    /// `self` narrowed by `strict`: every key `strict` sets replaces the lenient one.
+    pub fn narrowed_by(&self, strict: &Expect) -> Expect {
+        Expect {
+            outcome: strict.outcome.clone().or_else(|| self.outcome.clone()),
+            http_status: strict.http_status.clone().or_else(|| self.http_status.clone()),
+            error_code: strict.error_code.clone().or_else(|| self.error_code.clone()),
+            id: strict.id.clone().or_else(|| self.id.clone()),
+            forwarded: strict.forwarded.or(self.forwarded),
+            alive: strict.alive.or(self.alive),
+            leak: strict.leak.or(self.leak),
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! mcp-gauntlet: a conformance and fuzz suite for MCP transports.
+//!
+//! Data flows one way: [`case`] (files) -> [`transport`] (bytes on the wire, an
+//! [`transport::Observation`] back) -> [`verdict`] (oracles) -> [`report`] (libtest trials, JSON).
+//! [`witness`] is the recording MCP server the suite runs against and judges gates by;
+//! [`run`] wires the pieces for one invocation. Binaries are thin: see `src/main.rs`.
+
+pub mod case;
+pub mod exit;
+pub mod report;
+pub mod run;
+pub mod transport;
+pub mod verdict;
+pub mod witness;

@@ -1,0 +1,217 @@
+//! The `mcp-gauntlet` command: argument parsing and exit codes only; the work is in the library.
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use mcp_gauntlet::case::{Catalogue, Profile};
+use mcp_gauntlet::exit;
+use mcp_gauntlet::run::{self, RunOptions, Target};
+use mcp_gauntlet::transport::exchange::Settings;
+use mcp_gauntlet::witness::{self, Broken, Recorder, Witness, WitnessConfig};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(name = "mcp-gauntlet", version, about = "Hostile-input conformance suite for MCP transports (Streamable HTTP and stdio).")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the catalogue against a target (no target: the embedded default). libtest flags go after `--`.
+    Run(RunArgs),
+    /// Run the witness: a strict, recording MCP server.
+    Witness(WitnessArgs),
+    /// Validate case files (every file under each DIR) and print what is wrong, with file, line and column.
+    CheckCases {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug, Default)]
+struct RunArgs {
+    /// A running Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp.
+    #[arg(long, conflicts_with = "stdio")]
+    http: Option<String>,
+    /// A stdio server command, as one string split like a shell would (started afresh per case).
+    #[arg(long)]
+    stdio: Option<String>,
+    /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
+    #[arg(long, requires = "http")]
+    witness_log: Option<PathBuf>,
+    /// Also run the cases under DIR (repeatable).
+    #[arg(long = "cases")]
+    cases: Vec<PathBuf>,
+    /// Apply each case's narrower `strict` set; `should` cases and leaks fail instead of warning.
+    #[arg(long)]
+    strict: bool,
+    /// The profile to run: `server` (any MCP server) or `gate`.
+    #[arg(long, default_value = "server", value_parser = parse_profile)]
+    profile: Profile,
+    /// Add a header to every HTTP request ('Name: value'); its value is redacted and must never come back.
+    #[arg(long = "header")]
+    headers: Vec<String>,
+    /// The protocol version to ask for in initialize.
+    #[arg(long, default_value = "2025-11-25")]
+    spec: String,
+    /// Seconds one case may take (its alive probe has its own 5 s).
+    #[arg(long, default_value_t = 10)]
+    case_timeout: u64,
+    /// Seconds the whole run may take; cases not started by then fail.
+    #[arg(long, default_value_t = 1800)]
+    total_timeout: u64,
+    /// The tool the target must refuse to run (the canary).
+    #[arg(long, default_value = witness::CANARY_TOOL)]
+    denied_tool: String,
+    /// A harmless tool taking {"text": string}.
+    #[arg(long, default_value = "echo")]
+    allowed_tool: String,
+    /// Write a JSON report (format mcp-gauntlet-report/1) to FILE.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Arguments for the libtest harness: a filter, --list, --exact, --test-threads N, --format json...
+    #[arg(last = true)]
+    libtest: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct WitnessArgs {
+    /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:0); prints `listening http://ADDR/mcp` first.
+    #[arg(long, conflicts_with = "stdio", required_unless_present = "stdio")]
+    http: Option<String>,
+    /// Serve on stdin/stdout.
+    #[arg(long)]
+    stdio: bool,
+    /// Append every received message and every tool run to FILE as JSON lines.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    broken: Vec<Broken>,
+}
+
+fn parse_profile(s: &str) -> Result<Profile, String> {
+    match s {
+        "server" => Ok(Profile::Server),
+        "gate" => Ok(Profile::Gate),
+        _ => Err("expected `server` or `gate`".into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::SUCCESS });
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Run(RunArgs {
+        case_timeout: 10,
+        total_timeout: 1800,
+        spec: "2025-11-25".into(),
+        denied_tool: witness::CANARY_TOOL.into(),
+        allowed_tool: "echo".into(),
+        ..RunArgs::default()
+    })) {
+        Command::Run(args) => run_command(args),
+        Command::Witness(args) => witness_command(args),
+        Command::CheckCases { dirs } => check_cases(dirs),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::SETUP_FAILED)
+        }
+    }
+}
+
+fn run_command(args: RunArgs) -> anyhow::Result<u8> {
+    let target = match (args.http, args.stdio) {
+        (Some(url), None) => Target::Http {
+            url,
+            witness_log: args.witness_log,
+        },
+        (None, Some(command)) => Target::Stdio { command },
+        _ => Target::Embedded,
+    };
+    let opts = RunOptions {
+        target,
+        profile: args.profile,
+        strict: args.strict,
+        extra_cases: args.cases,
+        headers: args.headers,
+        settings: Settings {
+            spec_version: args.spec,
+            case_timeout: Duration::from_secs(args.case_timeout.max(1)),
+            denied_tool: args.denied_tool,
+            allowed_tool: args.allowed_tool,
+            ..Settings::default()
+        },
+        total_timeout: Duration::from_secs(args.total_timeout.max(1)),
+        report: args.report,
+        libtest_args: args.libtest,
+        self_exe: None,
+    };
+    let outcome = run::run(opts)?;
+    Ok(if outcome.failed { exit::CASES_FAILED } else { exit::SUCCESS })
+}
+
+fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
+    let recorder = match &args.log {
+        Some(path) => Recorder::with_log(path).with_context(|| format!("cannot open the log {}", path.display()))?,
+        None => Recorder::default(),
+    };
+    let config = WitnessConfig {
+        broken: args.broken.into_iter().collect(),
+    };
+    let w = Arc::new(Witness::new(config, recorder));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        if let Some(addr) = args.http {
+            let addr = tokio::net::lookup_host(&addr)
+                .await?
+                .next()
+                .with_context(|| format!("cannot resolve {addr}"))?;
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            let local = listener.local_addr()?;
+            println!("listening http://{local}{}", witness::http::PATH);
+            use std::io::Write as _;
+            std::io::stdout().flush()?;
+            witness::http::serve(listener, w).await;
+            Ok(exit::SUCCESS)
+        } else {
+            match witness::stdio::serve(&w, tokio::io::stdin(), tokio::io::stdout()).await {
+                Ok(()) => Ok(exit::SUCCESS),
+                Err(e) => {
+                    eprintln!("witness: {e}");
+                    Ok(exit::CASES_FAILED)
+                }
+            }
+        }
+    })
+}
+
+fn check_cases(dirs: Vec<PathBuf>) -> anyhow::Result<u8> {
+    let mut cat = Catalogue::default();
+    let mut total = 0;
+    for dir in &dirs {
+        match cat.add_dir(dir) {
+            Ok(n) => total += n,
+            Err(e) => {
+                eprintln!("{e}");
+                return Ok(exit::SETUP_FAILED);
+            }
+        }
+    }
+    println!("{total} case files valid");
+    Ok(exit::SUCCESS)
+}

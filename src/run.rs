@@ -1,0 +1,283 @@
+//! One invocation of `mcp-gauntlet run`: resolve the target, turn (case, transport) pairs into
+//! libtest trials, run them, and write the reports.
+
+use crate::case::{Catalogue, Profile, TransportKind};
+use crate::report::{self, Collector, Record, RunInfo};
+use crate::transport::exchange::{self, Endpoint, Settings};
+use crate::transport::http::HttpUrl;
+use crate::verdict::{self, Context, Status};
+use crate::witness::{self, Recorder, Witness, WitnessConfig, WitnessView};
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    Case(#[from] crate::case::CaseError),
+    #[error(transparent)]
+    Transport(#[from] crate::transport::TransportError),
+    #[error("cannot start the embedded witness: {0}")]
+    Witness(#[source] std::io::Error),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`--header` wants `Name: value`, got `{0}`")]
+    BadHeader(String),
+    #[error("cannot set up the run: {0}")]
+    Setup(#[source] std::io::Error),
+}
+
+/// Where the cases go.
+#[derive(Debug, Clone, Default)]
+pub enum Target {
+    /// The embedded default: the witness, in-process over HTTP and as a child process over stdio.
+    #[default]
+    Embedded,
+    Http { url: String, witness_log: Option<PathBuf> },
+    Stdio { command: String },
+}
+
+/// Options of `run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub target: Target,
+    pub profile: Profile,
+    pub strict: bool,
+    pub extra_cases: Vec<PathBuf>,
+    pub headers: Vec<String>,
+    pub settings: Settings,
+    pub total_timeout: Duration,
+    pub report: Option<PathBuf>,
+    /// Arguments for libtest (after `--`).
+    pub libtest_args: Vec<String>,
+    /// The program to run as the stdio witness for the embedded default (normally this binary).
+    pub self_exe: Option<PathBuf>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            target: Target::Embedded,
+            profile: Profile::Server,
+            strict: false,
+            extra_cases: Vec::new(),
+            headers: Vec::new(),
+            settings: Settings::default(),
+            total_timeout: Duration::from_secs(1800),
+            report: None,
+            libtest_args: Vec::new(),
+            self_exe: None,
+        }
+    }
+}
+
+/// What a run concluded.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub failed: bool,
+    pub records: Vec<Record>,
+}
+
+struct Lane {
+    transport: TransportKind,
+    endpoint: Endpoint,
+    witness: Option<WitnessView>,
+}
+
+/// Parse `--header 'Name: value'`.
+pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
+    let (k, v) = h.split_once(':').ok_or_else(|| RunError::BadHeader("(redacted)".into()))?;
+    let k = k.trim();
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(RunError::BadHeader(k.to_string()));
+    }
+    Ok((k.to_string(), v.trim().to_string()))
+}
+
+/// Run the catalogue. Blocks; prints libtest output to stdout.
+pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
+    let mut catalogue = Catalogue::embedded()?;
+    for dir in &opts.extra_cases {
+        catalogue.add_dir(dir)?;
+    }
+    let mut settings = opts.settings.clone();
+    for h in &opts.headers {
+        settings.extra_headers.push(parse_header(h)?);
+    }
+    let secrets: Vec<String> = settings.extra_headers.iter().map(|(_, v)| v.clone()).collect();
+
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(RunError::Setup)?,
+    );
+    // Held until the run ends: the per-case log folder of the embedded stdio lane.
+    let _tmp = tempfile_dir()?;
+    let (lanes, target_name) = match &opts.target {
+        Target::Http { url, witness_log } => {
+            let url = HttpUrl::parse(url)?;
+            let witness = witness_log
+                .as_ref()
+                .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
+            let name = url.to_url();
+            (
+                vec![Lane {
+                    transport: TransportKind::Http,
+                    endpoint: Endpoint::Http(url),
+                    witness,
+                }],
+                name,
+            )
+        }
+        Target::Stdio { command } => (
+            vec![Lane {
+                transport: TransportKind::Stdio,
+                endpoint: Endpoint::Stdio {
+                    command: command.clone(),
+                    log_dir: None,
+                },
+                witness: None,
+            }],
+            format!("stdio: {command}"),
+        ),
+        Target::Embedded => {
+            let recorder = Recorder::default();
+            let w = Arc::new(Witness::new(WitnessConfig::default(), recorder.clone()));
+            let (addr, _server) = rt
+                .block_on(witness::http::spawn("127.0.0.1:0".parse().map_err(|_| RunError::Setup(std::io::Error::other("address")))?, w))
+                .map_err(RunError::Witness)?;
+            let url = HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?;
+            let exe = match &opts.self_exe {
+                Some(p) => p.clone(),
+                None => std::env::current_exe().map_err(RunError::Setup)?,
+            };
+            let command = format!(
+                "{} witness --stdio --log {{witness_log}}",
+                shell_words::quote(&exe.to_string_lossy())
+            );
+            (
+                vec![
+                    Lane {
+                        transport: TransportKind::Http,
+                        endpoint: Endpoint::Http(url),
+                        witness: Some(WitnessView::Memory(recorder)),
+                    },
+                    Lane {
+                        transport: TransportKind::Stdio,
+                        endpoint: Endpoint::Stdio {
+                            command,
+                            log_dir: Some(_tmp.0.clone()),
+                        },
+                        witness: None,
+                    },
+                ],
+                "embedded: witness (server profile)".to_string(),
+            )
+        }
+    };
+
+    let collector = Collector::default();
+    let global_deadline = Instant::now() + opts.total_timeout;
+    let mut trials = Vec::new();
+    for lane in lanes {
+        let lane = Arc::new(lane);
+        // Cases that read a shared witness record run one at a time, so each sees only its own.
+        let serial = Arc::new(tokio::sync::Mutex::new(()));
+        for case in &catalogue.cases {
+            let applies = case.applies_to_transport(lane.transport)
+                && case.applies_to_profile(opts.profile)
+                && case.applies_to_version(&settings.spec_version);
+            let case = case.clone();
+            let name = case.id.clone();
+            let kind = lane.transport.as_str();
+            if !applies {
+                collector.push(Record::new(&case, lane.transport, None, 0));
+                trials.push(Trial::test(name, || Ok(())).with_kind(kind).with_ignored_flag(true));
+                continue;
+            }
+            let (rt, lane, settings, collector, secrets, serial) =
+                (rt.clone(), lane.clone(), settings.clone(), collector.clone(), secrets.clone(), serial.clone());
+            let (profile, strict) = (opts.profile, opts.strict);
+            trials.push(
+                Trial::test(name, move || {
+                    if Instant::now() > global_deadline {
+                        return Err(Failed::from("the run's total deadline passed before this case started"));
+                    }
+                    let check_alive = case.expectation(strict || profile == Profile::Gate).alive.unwrap_or(true);
+                    let obs = rt.block_on(async {
+                        let _guard = match &lane.witness {
+                            Some(_) => Some(serial.lock().await),
+                            None => None,
+                        };
+                        exchange::run_case(&case, &lane.endpoint, &settings, lane.witness.as_ref(), check_alive).await
+                    });
+                    let ctx = Context {
+                        profile,
+                        strict,
+                        transport: lane.transport,
+                        secrets,
+                        codes: settings.codes,
+                        method: case.spec.request.method.clone().unwrap_or_else(|| "POST".into()),
+                    };
+                    let v = verdict::judge(&case, &obs, &ctx);
+                    collector.push(Record::new(&case, lane.transport, Some(&v), obs.elapsed.as_millis() as u64));
+                    match v.status {
+                        Status::Fail => Err(Failed::from(v.explain(&case, &obs))),
+                        Status::Warn | Status::Pass => Ok(()),
+                    }
+                })
+                .with_kind(kind),
+            );
+        }
+    }
+
+    let args = Arguments::from_iter(std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()));
+    let listing = args.list;
+    let conclusion = libtest_mimic::run(&args, trials);
+    let records = collector.records();
+    if !listing {
+        print!("{}", report::warning_summary(&records));
+    }
+    if let Some(path) = &opts.report {
+        let info = RunInfo {
+            target: target_name,
+            profile: opts.profile.as_str().into(),
+            spec: settings.spec_version.clone(),
+            strict: opts.strict,
+        };
+        std::fs::write(path, report::json_report(&info, &records)).map_err(|source| RunError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    Ok(RunOutcome {
+        failed: conclusion.has_failed(),
+        records,
+    })
+}
+
+/// A temporary folder removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> Result<TempDir, RunError> {
+    use rand::Rng;
+    let n: u64 = rand::rng().random();
+    let dir = std::env::temp_dir().join(format!("mcp-gauntlet-{}-{n:016x}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(RunError::Setup)?;
+    Ok(TempDir(dir))
+}

@@ -1,0 +1,521 @@
+//! One case over one transport: the MCP handshake (when the case wants a session), the case's
+//! bytes, the answer, the witness's record, and the alive probe, all before their deadlines.
+
+use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
+use super::stdio::{Line, StdioCommand, StdioProcess};
+use super::{Ending, HttpSeen, Observation, TransportError};
+use crate::case::{Body, Case, Placeholders, SessionMode};
+use crate::witness::{Event, WitnessView};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The id of the runner's own initialize, barrier and probe requests.
+pub const INIT_ID: &str = "gauntlet-init";
+pub const BARRIER_ID: &str = "gauntlet-barrier";
+pub const PROBE_ID: &str = "gauntlet-alive";
+/// How much answer text the oracles scan.
+const SCAN_KEEP: usize = 1024 * 1024;
+const PREFIX_KEEP: usize = 512;
+
+/// Where the cases go.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    Http(HttpUrl),
+    /// A stdio server started afresh for every case. If the command holds `{witness_log}`, each
+    /// case gets its own log file there and the runner reads it as the witness's record.
+    Stdio {
+        command: String,
+        log_dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// Settings that do not change from case to case.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The protocol version the runner asks for in `initialize`.
+    pub spec_version: String,
+    /// Headers added to every HTTP request (`--header`); their values are secrets for the leak
+    /// oracle and are redacted in output.
+    pub extra_headers: Vec<(String, String)>,
+    pub case_timeout: Duration,
+    pub probe_timeout: Duration,
+    pub denied_tool: String,
+    pub allowed_tool: String,
+    pub codes: [i64; 3],
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            spec_version: "2025-11-25".into(),
+            extra_headers: Vec::new(),
+            case_timeout: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(5),
+            denied_tool: crate::witness::CANARY_TOOL.into(),
+            allowed_tool: "echo".into(),
+            codes: [-32600, -32001, -32002],
+        }
+    }
+}
+
+/// What a handshake established.
+#[derive(Debug, Clone, Default)]
+struct Handshake {
+    session: Option<String>,
+    version: String,
+}
+
+fn base_placeholders(settings: &Settings) -> Placeholders {
+    let mut p = Placeholders::default();
+    p.set("denied_tool", settings.denied_tool.clone())
+        .set("allowed_tool", settings.allowed_tool.clone())
+        .set("protocol_version", settings.spec_version.clone())
+        .set("session_id", "")
+        .set("code_malformed", settings.codes[0].to_string())
+        .set("code_denied", settings.codes[1].to_string())
+        .set("code_downstream", settings.codes[2].to_string());
+    p
+}
+
+/// Run `case` against `endpoint`. `witness` is where the runner reads what reached the witness
+/// (for a stdio endpoint with `{witness_log}` the per-case log is used instead).
+pub async fn run_case(
+    case: &Case,
+    endpoint: &Endpoint,
+    settings: &Settings,
+    witness: Option<&WitnessView>,
+    check_alive: bool,
+) -> Observation {
+    let started = Instant::now();
+    let mut obs = match endpoint {
+        Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
+        Endpoint::Stdio { command, log_dir } => {
+            run_stdio(case, command, log_dir.as_deref(), settings, witness, check_alive).await
+        }
+    };
+    obs.elapsed = started.elapsed();
+    obs
+}
+
+/// The request id and whether the case's body is a request, read from the body's JSON.
+fn request_identity(body: &Body) -> (Option<Value>, bool) {
+    let Some(bytes) = body.to_vec_within(1024 * 1024) else {
+        return (None, true);
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(o)) => (o.get("id").cloned(), o.contains_key("id")),
+        _ => (None, true),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+fn standard_headers(url: &HttpUrl, settings: &Settings, hs: Option<&Handshake>) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("host".to_string(), url.authority()),
+        ("content-type".to_string(), "application/json".to_string()),
+        ("accept".to_string(), "application/json, text/event-stream".to_string()),
+        ("connection".to_string(), "close".to_string()),
+    ];
+    if let Some(hs) = hs {
+        if let Some(s) = &hs.session {
+            h.push(("mcp-session-id".into(), s.clone()));
+        }
+        h.push(("mcp-protocol-version".into(), hs.version.clone()));
+    }
+    for (k, v) in &settings.extra_headers {
+        h.push((k.to_ascii_lowercase(), v.clone()));
+    }
+    h
+}
+
+fn post_json(url: &HttpUrl, headers: Vec<(String, String)>, body: &Value) -> Wire {
+    let bytes = body.to_string().into_bytes();
+    let mut headers = headers;
+    headers.push(("content-length".into(), bytes.len().to_string()));
+    Wire::Request {
+        method: "POST".into(),
+        path: url.path.clone(),
+        headers,
+        body: Body::from_bytes(bytes),
+        chunked: false,
+    }
+}
+
+/// JSON-RPC messages in an HTTP answer (a JSON body or SSE events), and what did not parse.
+fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
+    let mut msgs = Vec::new();
+    let mut garbage = Vec::new();
+    if resp.body.is_empty() {
+        return (msgs, garbage);
+    }
+    if resp.is_sse() {
+        for m in http::sse_messages(&resp.body) {
+            match m {
+                Ok(v) => msgs.push(v),
+                Err(text) => garbage.push(text.into_bytes().into_iter().take(PREFIX_KEEP).collect()),
+            }
+        }
+        return (msgs, garbage);
+    }
+    match serde_json::from_slice::<Value>(&resp.body) {
+        Ok(v) => msgs.push(v),
+        // A non-JSON error body (plain text, HTML) is allowed on a refusal; the verdict decides.
+        Err(_) => garbage.push(resp.body.iter().copied().take(PREFIX_KEEP).collect()),
+    }
+    (msgs, garbage)
+}
+
+async fn http_handshake(url: &HttpUrl, settings: &Settings, deadline: Instant) -> Result<Handshake, TransportError> {
+    let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+        "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
+    let resp = http::exchange(url, post_json(url, standard_headers(url, settings, None), &init), Caps::default(), deadline, false).await?;
+    let (msgs, _) = http_messages(&resp);
+    let result = msgs
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(INIT_ID)))
+        .and_then(|m| m.get("result"));
+    let Some(result) = result.filter(|_| resp.status == 200) else {
+        return Err(TransportError::Handshake(format!(
+            "initialize answered HTTP {} with {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body[..resp.body.len().min(200)])
+        )));
+    };
+    let hs = Handshake {
+        session: resp.header("mcp-session-id").map(str::to_string),
+        version: result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(&settings.spec_version)
+            .to_string(),
+    };
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    // Its answer does not matter to the handshake; a failure shows in the case itself.
+    let _ = http::exchange(url, post_json(url, standard_headers(url, settings, Some(&hs)), &note), Caps::default(), deadline, false).await;
+    Ok(hs)
+}
+
+/// A fresh handshake and a ping: does the endpoint still answer?
+async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+    let deadline = Instant::now() + settings.probe_timeout;
+    let hs = match http_handshake(url, settings, deadline).await {
+        Ok(hs) => hs,
+        Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
+    };
+    let ping = json!({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"});
+    match http::exchange(url, post_json(url, standard_headers(url, settings, Some(&hs)), &ping), Caps::default(), deadline, false).await {
+        Ok(resp) => {
+            let (msgs, _) = http_messages(&resp);
+            let ok = msgs
+                .iter()
+                .any(|m| m.get("id") == Some(&json!(PROBE_ID)) && m.get("result").is_some());
+            (ok, (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)))
+        }
+        Err(e) => (false, Some(format!("ping after the case: {e}"))),
+    }
+}
+
+async fn run_http(
+    case: &Case,
+    url: &HttpUrl,
+    settings: &Settings,
+    witness: Option<&WitnessView>,
+    check_alive: bool,
+) -> Observation {
+    let mut obs = Observation::new();
+    let deadline = Instant::now() + case.spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
+    let spec = &case.spec;
+    let hs = match spec.session {
+        SessionMode::None => None,
+        SessionMode::Initialized => match http_handshake(url, settings, deadline).await {
+            Ok(hs) => Some(hs),
+            Err(e) => {
+                obs.setup_error = Some(e.to_string());
+                return obs;
+            }
+        },
+    };
+    let mut ph = base_placeholders(settings);
+    ph.set("host", url.authority()).set("path", url.path.clone());
+    if let Some(hs) = &hs {
+        ph.set("protocol_version", hs.version.clone())
+            .set("session_id", hs.session.clone().unwrap_or_default());
+    }
+    let req = &spec.request;
+    let method = req.method.clone().unwrap_or_else(|| "POST".into());
+    let wire = if let Some(raw) = &req.raw_http {
+        Wire::Raw(ph.apply(raw).into_bytes())
+    } else {
+        let body = ph.body(req.body.as_ref());
+        (obs.request_id, obs.expects_response) = request_identity(&body);
+        let mut headers = standard_headers(url, settings, hs.as_ref());
+        let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
+        let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
+        if !has_body {
+            headers.retain(|(k, _)| k != "content-type");
+        }
+        if req.chunked && !mentions("transfer-encoding") {
+            headers.push(("transfer-encoding".into(), "chunked".into()));
+        } else if !req.chunked && has_body && !mentions("content-length") && !mentions("transfer-encoding") {
+            headers.push(("content-length".into(), body.len().to_string()));
+        }
+        for (name, value) in &req.headers {
+            let lname = name.to_ascii_lowercase();
+            match value {
+                None => headers.retain(|(k, _)| *k != lname),
+                Some(v) => {
+                    let v = ph.apply(v);
+                    match headers.iter_mut().find(|(k, _)| *k == lname) {
+                        Some(slot) => slot.1 = v,
+                        None => headers.push((lname, v)),
+                    }
+                }
+            }
+        }
+        Wire::Request {
+            method: method.clone(),
+            path: req.path.as_ref().map_or_else(|| url.path.clone(), |p| ph.apply(p)),
+            headers,
+            body,
+            chunked: req.chunked,
+        }
+    };
+    if req.raw_http.is_some() {
+        obs.expects_response = true;
+    }
+    let mark = witness.map(WitnessView::mark);
+    match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
+        Ok(resp) => {
+            let (msgs, garbage) = http_messages(&resp);
+            obs.messages = msgs;
+            obs.garbage = garbage;
+            obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
+            let mut scan = String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
+            for (k, v) in &resp.headers {
+                scan.push('\n');
+                scan.push_str(k);
+                scan.push_str(": ");
+                scan.push_str(v);
+            }
+            obs.scan_text = scan;
+            obs.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
+                Ending::TimedOut
+            } else {
+                Ending::Answered
+            };
+            obs.http = Some(HttpSeen {
+                status: resp.status,
+                content_type: resp.content_type(),
+                headers: resp.headers.clone(),
+                body_len: resp.body.len(),
+                truncated: resp.truncated,
+                timed_out: resp.timed_out,
+                cut_short: resp.cut_short,
+            });
+        }
+        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.ending = Ending::Closed,
+    }
+    if let (Some(w), Some(mark)) = (witness, mark) {
+        obs.witness = Some(w.since(mark));
+    }
+    if check_alive {
+        let (alive, detail) = http_probe(url, settings).await;
+        obs.alive = Some(alive);
+        obs.alive_detail = detail;
+    }
+    obs
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdio
+
+fn line_body(value: &Value) -> Body {
+    let mut bytes = value.to_string().into_bytes();
+    bytes.push(b'\n');
+    Body::from_bytes(bytes)
+}
+
+/// Read lines until one answers `id`; other lines are returned as they came.
+async fn read_until_answer(
+    proc: &mut StdioProcess,
+    id: &str,
+    deadline: Instant,
+) -> (Option<Value>, Vec<Line>, Option<TransportError>) {
+    let mut others = Vec::new();
+    loop {
+        match proc.read_line(deadline).await {
+            Ok(Line::Eof) => return (None, others, None),
+            Ok(Line::Text(t)) => {
+                if let Ok(v) = serde_json::from_slice::<Value>(&t) {
+                    if v.get("id") == Some(&json!(id)) && (v.get("result").is_some() || v.get("error").is_some()) {
+                        return (Some(v), others, None);
+                    }
+                }
+                others.push(Line::Text(t));
+            }
+            Ok(other) => others.push(other),
+            Err(e) => return (None, others, Some(e)),
+        }
+    }
+}
+
+async fn run_stdio(
+    case: &Case,
+    command: &str,
+    log_dir: Option<&std::path::Path>,
+    settings: &Settings,
+    witness: Option<&WitnessView>,
+    check_alive: bool,
+) -> Observation {
+    let mut obs = Observation::new();
+    let spec = &case.spec;
+    let deadline = Instant::now() + spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
+    // A per-case witness log, when the command asks for one.
+    let mut own_log = None;
+    let command = match log_dir {
+        Some(dir) if command.contains("{witness_log}") => {
+            let path = dir.join(format!("{}.jsonl", case.id.replace('/', "__")));
+            let _ = std::fs::remove_file(&path);
+            let quoted = shell_words::quote(&path.to_string_lossy()).into_owned();
+            own_log = Some(WitnessView::Log(crate::witness::LogReader::new(path)));
+            command.replace("{witness_log}", &quoted)
+        }
+        _ => command.to_string(),
+    };
+    let witness = own_log.as_ref().or(witness);
+    let cmd = match StdioCommand::parse(&command) {
+        Ok(c) => c,
+        Err(e) => {
+            obs.ending = Ending::Unreachable(e.to_string());
+            return obs;
+        }
+    };
+    let mut proc = match StdioProcess::spawn(&cmd) {
+        Ok(p) => p,
+        Err(e) => {
+            obs.ending = Ending::Unreachable(e.to_string());
+            return obs;
+        }
+    };
+    let mut ph = base_placeholders(settings);
+    let mut lines: Vec<Line> = Vec::new();
+    if spec.session == SessionMode::Initialized {
+        let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+            "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+                       "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
+        proc.send(line_body(&init)).await;
+        let (answer, before, err) = read_until_answer(&mut proc, INIT_ID, deadline).await;
+        // Lines before the answer (logs on stdout, banners) are judged with the case's output.
+        lines.extend(before);
+        match answer.as_ref().and_then(|a| a.get("result")) {
+            Some(result) => {
+                if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
+                    ph.set("protocol_version", v);
+                }
+            }
+            None => {
+                obs.setup_error = Some(match err {
+                    Some(e) => format!("initialize: {e}"),
+                    None => format!("initialize was not answered with a result: {}", answer.map_or("no answer".into(), |a| a.to_string())),
+                });
+                obs.stderr_tail = proc.stderr_tail();
+                proc.kill().await;
+                return obs;
+            }
+        }
+        proc.send(line_body(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))).await;
+    }
+    let mark = witness.map(WitnessView::mark);
+    let req = &spec.request;
+    let mut body = ph.body(req.body.as_ref());
+    (obs.request_id, obs.expects_response) = request_identity(&body);
+    if !req.raw_line {
+        body.push(bytes::Bytes::from_static(b"\n"));
+    }
+    proc.send(body).await;
+    if req.close_input {
+        proc.close_input().await;
+        loop {
+            match proc.read_line(deadline).await {
+                Ok(Line::Eof) => break,
+                Ok(l) => lines.push(l),
+                Err(e) => {
+                    if lines.is_empty() && e.is_timeout() {
+                        obs.ending = Ending::TimedOut;
+                    }
+                    break;
+                }
+            }
+        }
+        match proc.wait_exit(deadline).await {
+            Some(status) => obs.exited = Some(status.to_string()),
+            None => obs.alive_detail = Some("the process did not exit after its input closed".into()),
+        }
+    } else {
+        proc.send(line_body(&json!({"jsonrpc": "2.0", "id": BARRIER_ID, "method": "ping"}))).await;
+        let (answer, before, err) = read_until_answer(&mut proc, BARRIER_ID, deadline).await;
+        lines.extend(before);
+        match (&answer, err) {
+            (Some(a), _) => {
+                obs.alive = check_alive.then_some(a.get("result").is_some());
+                if a.get("result").is_none() {
+                    obs.alive_detail = Some(format!("the ping after the case was answered with {a}"));
+                }
+            }
+            (None, Some(e)) if e.is_timeout() => {
+                if lines.is_empty() {
+                    obs.ending = Ending::TimedOut;
+                }
+                obs.alive = check_alive.then_some(false);
+                obs.alive_detail = Some("the ping after the case was not answered before the deadline".into());
+            }
+            (None, _) => {
+                if lines.is_empty() {
+                    obs.ending = Ending::Closed;
+                }
+                obs.alive = check_alive.then_some(false);
+                obs.alive_detail = Some("the process closed its output before answering the ping after the case".into());
+            }
+        }
+        if let Some(status) = proc.exit_status() {
+            obs.exited = Some(status.to_string());
+        }
+    }
+    let mut scan = String::new();
+    for line in &lines {
+        let (bytes, whole) = match line {
+            Line::Text(t) => (t, true),
+            Line::TooLong(t) => (t, false),
+            Line::Eof => continue,
+        };
+        if scan.len() < SCAN_KEEP {
+            scan.push_str(&String::from_utf8_lossy(&bytes[..bytes.len().min(SCAN_KEEP)]));
+            scan.push('\n');
+        }
+        if obs.body_prefix.is_empty() {
+            obs.body_prefix = bytes.iter().copied().take(PREFIX_KEEP).collect();
+        }
+        match serde_json::from_slice::<Value>(bytes) {
+            Ok(v) if whole => obs.messages.push(v),
+            _ => obs.garbage.push(bytes.iter().copied().take(PREFIX_KEEP).collect()),
+        }
+    }
+    obs.scan_text = scan;
+    if let (Some(w), Some(mark)) = (witness, mark) {
+        obs.witness = Some(
+            w.since(mark)
+                .into_iter()
+                .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(BARRIER_ID)))
+                .collect(),
+        );
+    }
+    obs.stderr_tail = proc.stderr_tail();
+    proc.kill().await;
+    obs
+}

@@ -1,0 +1,485 @@
+//! A deliberately small HTTP/1.1 client on a plain TCP socket.
+//!
+//! A conformance tool must send exactly the headers a case names and nothing else (a general
+//! client such as reqwest always adds `Accept`), stream gibibyte bodies while reading an early
+//! `413`, and send framing that no well-behaved client would. Every read is capped and every wait
+//! ends at the caller's deadline. One request per connection (`Connection: close`).
+
+use super::TransportError;
+use crate::case::body::Body;
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Largest response head read.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// A parsed `http://host:port/path` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpUrl {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+impl HttpUrl {
+    /// Parse `http://HOST[:PORT][/PATH]`. Only plain `http` is supported.
+    pub fn parse(url: &str) -> Result<HttpUrl, TransportError> {
+        let bad = || TransportError::BadTarget(url.to_string());
+        let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                (h.to_string(), p.parse::<u16>().map_err(|_| bad())?)
+            }
+            _ => (authority.to_string(), 80),
+        };
+        if host.is_empty() {
+            return Err(bad());
+        }
+        Ok(HttpUrl {
+            host,
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    /// `host:port`, as sent in `Host`.
+    pub fn authority(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    fn connect_addr(&self) -> String {
+        format!("{}:{}", self.host.trim_start_matches('[').trim_end_matches(']'), self.port)
+    }
+
+    pub fn to_url(&self) -> String {
+        format!("http://{}{}", self.authority(), self.path)
+    }
+}
+
+/// What to put on the wire.
+#[derive(Debug, Clone)]
+pub enum Wire {
+    /// A request the client frames: head from these parts, then the body (with its length, or
+    /// chunked).
+    Request {
+        method: String,
+        path: String,
+        /// Sent in this order, exactly as given. The caller adds `Host`, lengths and so on.
+        headers: Vec<(String, String)>,
+        body: Body,
+        chunked: bool,
+    },
+    /// Bytes written as they are.
+    Raw(Vec<u8>),
+}
+
+/// Caps on what is read back.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    pub body: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps { body: 16 * 1024 * 1024 }
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    pub event: Option<String>,
+    pub id: Option<String>,
+    pub data: String,
+}
+
+/// What came back.
+#[derive(Debug, Clone, Default)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// The body as far as it was read (at most the cap), de-chunked.
+    pub body: Vec<u8>,
+    /// The body went past the cap; reading stopped there.
+    pub truncated: bool,
+    /// The deadline passed before the body ended (or, for SSE, before a response arrived).
+    pub timed_out: bool,
+    /// The connection ended before the declared body length.
+    pub cut_short: bool,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn content_type(&self) -> Option<String> {
+        self.header("content-type")
+            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+    }
+
+    pub fn is_sse(&self) -> bool {
+        self.content_type().as_deref() == Some("text/event-stream")
+    }
+}
+
+/// Send `wire` to `url` and read the answer, all before `deadline`.
+///
+/// For `text/event-stream` answers reading stops at the first JSON-RPC response in the stream
+/// (streams may stay open), or right after the head when `head_only_sse` is set (a GET stream).
+pub async fn exchange(
+    url: &HttpUrl,
+    wire: Wire,
+    caps: Caps,
+    deadline: Instant,
+    head_only_sse: bool,
+) -> Result<HttpResponse, TransportError> {
+    let stream = tokio::time::timeout_at(deadline, TcpStream::connect(url.connect_addr()))
+        .await
+        .map_err(|_| TransportError::Timeout("connect"))?
+        .map_err(TransportError::Connect)?;
+    let _ = stream.set_nodelay(true);
+    let (mut reader, mut writer) = stream.into_split();
+
+    // The writer runs beside the reader: a server may answer (413) before the body is sent, and
+    // must then be heard. Write errors are expected in that case and ignored.
+    let write = tokio::spawn(async move {
+        let result: std::io::Result<()> = async {
+            match wire {
+                Wire::Raw(bytes) => writer.write_all(&bytes).await?,
+                Wire::Request {
+                    method,
+                    path,
+                    headers,
+                    body,
+                    chunked,
+                } => {
+                    let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+                    for (k, v) in &headers {
+                        head.extend_from_slice(k.as_bytes());
+                        head.extend_from_slice(b": ");
+                        head.extend_from_slice(v.as_bytes());
+                        head.extend_from_slice(b"\r\n");
+                    }
+                    head.extend_from_slice(b"\r\n");
+                    writer.write_all(&head).await?;
+                    for chunk in body.chunks() {
+                        if chunked {
+                            writer.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await?;
+                            writer.write_all(&chunk).await?;
+                            writer.write_all(b"\r\n").await?;
+                        } else {
+                            writer.write_all(&chunk).await?;
+                        }
+                    }
+                    if chunked {
+                        writer.write_all(b"0\r\n\r\n").await?;
+                    }
+                }
+            }
+            writer.flush().await
+        }
+        .await;
+        // Keep the write half open until the reader is done: shutting it down could make a
+        // server treat the request as aborted.
+        (result, writer)
+    });
+    let read = read_response(&mut reader, caps, deadline, head_only_sse).await;
+    write.abort();
+    read
+}
+
+async fn read_response<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    caps: Caps,
+    deadline: Instant,
+    head_only_sse: bool,
+) -> Result<HttpResponse, TransportError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    let mut chunk = vec![0u8; 64 * 1024];
+    // Read heads until a final (non-1xx) one.
+    let (mut resp, mut rest) = loop {
+        let head_end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            if buf.len() > MAX_HEAD {
+                return Err(TransportError::HeadTooLarge);
+            }
+            let n = read_some(reader, &mut chunk, deadline, "response head").await?;
+            if n == 0 {
+                return Err(TransportError::ClosedWithoutResponse);
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Response::new(&mut headers);
+        match parsed.parse(&buf[..head_end]) {
+            Ok(httparse::Status::Complete(_)) => {}
+            _ => return Err(TransportError::MalformedResponse),
+        }
+        let status = parsed.code.unwrap_or(0);
+        let resp = HttpResponse {
+            status,
+            headers: parsed
+                .headers
+                .iter()
+                .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                .collect(),
+            ..HttpResponse::default()
+        };
+        let rest = buf[head_end..].to_vec();
+        if (100..200).contains(&status) {
+            buf = rest;
+            continue;
+        }
+        break (resp, rest);
+    };
+
+    if resp.status == 204 || resp.status == 304 || (head_only_sse && resp.is_sse()) {
+        return Ok(resp);
+    }
+    let chunked = resp
+        .header("transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
+    let length = if chunked {
+        None
+    } else {
+        resp.header("content-length").and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let sse = resp.is_sse();
+    let mut decoder = chunked.then(ChunkDecoder::default);
+    loop {
+        // Move what is buffered into the body.
+        if !rest.is_empty() {
+            let data = std::mem::take(&mut rest);
+            match decoder.as_mut() {
+                Some(d) => {
+                    d.feed(&data, &mut resp.body).map_err(|_| TransportError::MalformedResponse)?;
+                }
+                None => resp.body.extend_from_slice(&data),
+            }
+        }
+        if resp.body.len() > caps.body {
+            resp.body.truncate(caps.body);
+            resp.truncated = true;
+            return Ok(resp);
+        }
+        if decoder.as_ref().is_some_and(|d| d.done) {
+            return Ok(resp);
+        }
+        if let Some(n) = length {
+            if resp.body.len() as u64 >= n {
+                resp.body.truncate(n as usize);
+                return Ok(resp);
+            }
+        }
+        if sse && sse_has_response(&resp.body) {
+            return Ok(resp);
+        }
+        match read_some(reader, &mut chunk, deadline, "response body").await {
+            Ok(0) => {
+                resp.cut_short = length.is_some() || decoder.is_some();
+                return Ok(resp);
+            }
+            Ok(n) => rest.extend_from_slice(&chunk[..n]),
+            Err(TransportError::Timeout(_)) => {
+                resp.timed_out = true;
+                return Ok(resp);
+            }
+            Err(TransportError::Io(_)) => {
+                resp.cut_short = true;
+                return Ok(resp);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+async fn read_some<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    buf: &mut [u8],
+    deadline: Instant,
+    what: &'static str,
+) -> Result<usize, TransportError> {
+    match tokio::time::timeout_at(deadline, reader.read(buf)).await {
+        Err(_) => Err(TransportError::Timeout(what)),
+        Ok(Ok(n)) => Ok(n),
+        // A reset after a complete answer is common (the server closed while we wrote).
+        Ok(Err(e)) => Err(TransportError::Io(e)),
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Incremental decoder for `Transfer-Encoding: chunked`.
+#[derive(Debug, Default)]
+struct ChunkDecoder {
+    pending: Vec<u8>,
+    /// Bytes of chunk data still expected (plus its CRLF).
+    remaining: Option<usize>,
+    done: bool,
+}
+
+#[derive(Debug)]
+struct BadChunk;
+
+impl ChunkDecoder {
+    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), BadChunk> {
+        self.pending.extend_from_slice(data);
+        loop {
+            if self.done {
+                return Ok(());
+            }
+            match self.remaining {
+                None => {
+                    let Some(i) = find(&self.pending, b"\r\n") else {
+                        if self.pending.len() > 4096 {
+                            return Err(BadChunk);
+                        }
+                        return Ok(());
+                    };
+                    let line = String::from_utf8_lossy(&self.pending[..i]).into_owned();
+                    let size = line.split(';').next().unwrap_or("").trim();
+                    let size = usize::from_str_radix(size, 16).map_err(|_| BadChunk)?;
+                    self.pending.drain(..i + 2);
+                    if size == 0 {
+                        self.done = true;
+                        return Ok(());
+                    }
+                    self.remaining = Some(size);
+                }
+                Some(n) if n > 0 => {
+                    // Pass on what we have of the chunk's data.
+                    let take = self.pending.len().min(n);
+                    out.extend_from_slice(&self.pending[..take]);
+                    self.pending.drain(..take);
+                    self.remaining = Some(n - take);
+                    if n > take {
+                        return Ok(());
+                    }
+                }
+                Some(_) => {
+                    // The chunk's data is done; its CRLF follows.
+                    if self.pending.len() < 2 {
+                        return Ok(());
+                    }
+                    if &self.pending[..2] != b"\r\n" {
+                        return Err(BadChunk);
+                    }
+                    self.pending.drain(..2);
+                    self.remaining = None;
+                }
+            }
+        }
+    }
+}
+
+/// Parse a `text/event-stream` body into events (incomplete trailing event left out).
+pub fn parse_sse(body: &[u8]) -> Vec<SseEvent> {
+    let text = String::from_utf8_lossy(body);
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let mut events = Vec::new();
+    let complete = match text.rfind("\n\n") {
+        Some(i) => &text[..i + 2],
+        None => return events,
+    };
+    for block in complete.split("\n\n") {
+        let mut ev = SseEvent {
+            event: None,
+            id: None,
+            data: String::new(),
+        };
+        let mut has_data = false;
+        for line in block.lines() {
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "data" => {
+                    if has_data {
+                        ev.data.push('\n');
+                    }
+                    ev.data.push_str(value);
+                    has_data = true;
+                }
+                "event" => ev.event = Some(value.to_string()),
+                "id" => ev.id = Some(value.to_string()),
+                _ => {}
+            }
+        }
+        if has_data || ev.event.is_some() || ev.id.is_some() {
+            events.push(ev);
+        }
+    }
+    events
+}
+
+/// JSON-RPC messages carried in an SSE body's `data` fields (events with empty data skipped).
+pub fn sse_messages(body: &[u8]) -> Vec<Result<Value, String>> {
+    parse_sse(body)
+        .into_iter()
+        .filter(|e| !e.data.trim().is_empty())
+        .map(|e| serde_json::from_str::<Value>(&e.data).map_err(|_| e.data))
+        .collect()
+}
+
+fn sse_has_response(body: &[u8]) -> bool {
+    sse_messages(body).iter().any(|m| {
+        m.as_ref()
+            .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some())
+    })
+}
+
+/// Convenience for tests: the body of a one-chunk wire request.
+pub fn body_bytes(b: impl Into<Bytes>) -> Body {
+    Body::from_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = HttpUrl::parse("http://127.0.0.1:3000/mcp").unwrap();
+        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 3000, "/mcp"));
+        assert!(HttpUrl::parse("https://x/").is_err());
+        assert_eq!(HttpUrl::parse("http://[::1]:9/").unwrap().connect_addr(), "::1:9");
+    }
+
+    #[test]
+    fn chunks_decode_across_reads() {
+        let mut d = ChunkDecoder::default();
+        let mut out = Vec::new();
+        for piece in [&b"5\r\nhel"[..], b"lo\r\n3;x=1\r\n wo\r\n0\r\n\r\n"] {
+            d.feed(piece, &mut out).unwrap();
+        }
+        assert!(d.done);
+        assert_eq!(out, b"hello wo");
+        assert!(ChunkDecoder::default().feed(b"zz\r\n", &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn sse_events_with_priming_and_comments() {
+        let body = b"id: 1\ndata:\n\n: comment\nretry: 10\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
+        let msgs = sse_messages(body);
+        assert_eq!(msgs.len(), 1);
+        assert!(sse_has_response(body));
+        assert!(!sse_has_response(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"));
+    }
+}

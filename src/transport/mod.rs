@@ -1,0 +1,132 @@
+//! Transports: how a case's bytes reach an endpoint and what comes back.
+//!
+//! `http` and `stdio` are the wire clients; `exchange` runs one case over one of them (handshake,
+//! the case's bytes, the alive probe) and returns an [`Observation`], the transport-neutral record
+//! that `verdict/` judges.
+//!
+//! **Architecture invariant:** nothing here decides pass or fail; an Observation only says what
+//! was seen.
+
+pub mod exchange;
+pub mod http;
+pub mod stdio;
+
+use serde_json::Value;
+use std::time::Duration;
+
+/// Why an exchange could not be carried out. Kinds matter, text does not.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    #[error("not a target this transport can reach: {0}")]
+    BadTarget(String),
+    #[error("cannot connect: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("cannot start the server process: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("deadline passed waiting for the {0}")]
+    Timeout(&'static str),
+    #[error("the connection closed before a response")]
+    ClosedWithoutResponse,
+    #[error("the response head is larger than 64 KiB")]
+    HeadTooLarge,
+    #[error("the response is not valid HTTP/1.1")]
+    MalformedResponse,
+    #[error("i/o error: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+}
+
+impl TransportError {
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, TransportError::Timeout(_))
+    }
+}
+
+/// How the exchange for the case ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// An answer (complete, or as much as the caps allowed) arrived.
+    Answered,
+    /// Nothing came back before the deadline.
+    TimedOut,
+    /// The connection closed, or the process exited, without an answer.
+    Closed,
+    /// The request could not be sent at all (connect or spawn failed).
+    Unreachable(String),
+}
+
+/// The HTTP layer of an answer.
+#[derive(Debug, Clone, Default)]
+pub struct HttpSeen {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub content_type: Option<String>,
+    pub body_len: usize,
+    pub truncated: bool,
+    pub timed_out: bool,
+    pub cut_short: bool,
+}
+
+/// Everything seen for one case on one transport.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The id of the case's request, when its body is a JSON object with one.
+    pub request_id: Option<Value>,
+    /// Whether the case's request was a request (has an id), not a notification.
+    pub expects_response: bool,
+    /// HTTP only.
+    pub http: Option<HttpSeen>,
+    /// JSON values received for the case: the JSON body, SSE `data` values, stdout lines.
+    pub messages: Vec<Value>,
+    /// Output that is not a JSON value where one was due (stdout lines, 2xx bodies, SSE data),
+    /// first bytes of each.
+    pub garbage: Vec<Vec<u8>>,
+    /// The first bytes of the answer, for failure messages.
+    pub body_prefix: Vec<u8>,
+    /// All answer text that the leak and canary oracles scan (lossy UTF-8, bounded).
+    pub scan_text: String,
+    pub ending: Ending,
+    /// `Some(true)`: a ping after the case answered. `None`: not probed.
+    pub alive: Option<bool>,
+    /// What the alive probe saw when it failed.
+    pub alive_detail: Option<String>,
+    /// The witness's record for this case, when the runner can read one.
+    pub witness: Option<Vec<crate::witness::Event>>,
+    /// stdio: the process's exit, if it exited during the case.
+    pub exited: Option<String>,
+    /// stdio: the tail of stderr (only informative, MCP-STDIO-04).
+    pub stderr_tail: Vec<u8>,
+    /// Setup failed (handshake); the case was not sent.
+    pub setup_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+impl Observation {
+    pub fn new() -> Observation {
+        Observation {
+            request_id: None,
+            expects_response: false,
+            http: None,
+            messages: Vec::new(),
+            garbage: Vec::new(),
+            body_prefix: Vec::new(),
+            scan_text: String::new(),
+            ending: Ending::Answered,
+            alive: None,
+            alive_detail: None,
+            witness: None,
+            exited: None,
+            stderr_tail: Vec::new(),
+            setup_error: None,
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
+impl Default for Observation {
+    fn default() -> Self {
+        Observation::new()
+    }
+}

@@ -1,0 +1,185 @@
+//! A stdio MCP server as a child process: newline framing with a line cap, stderr drained (and
+//! its tail kept), the process killed when the handle is dropped.
+
+use super::TransportError;
+use crate::case::body::Body;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::Instant;
+
+/// Longest stdout line kept; the rest of a longer line is read and dropped.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How much of stderr is kept (the tail).
+const STDERR_KEEP: usize = 64 * 1024;
+
+/// How to start the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl StdioCommand {
+    /// Split one command string as a POSIX shell splits words.
+    pub fn parse(command: &str) -> Result<StdioCommand, TransportError> {
+        let words = shell_words::split(command).map_err(|_| TransportError::BadTarget(command.to_string()))?;
+        let mut words = words.into_iter();
+        let program = words
+            .next()
+            .ok_or_else(|| TransportError::BadTarget(command.to_string()))?;
+        Ok(StdioCommand {
+            program,
+            args: words.collect(),
+            env: Vec::new(),
+        })
+    }
+}
+
+/// A line read from the server's stdout.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    /// A whole line, newline removed (and a CR before it, if any, kept: the verdict judges it).
+    Text(Vec<u8>),
+    /// A line longer than [`MAX_LINE`]: its first bytes.
+    TooLong(Vec<u8>),
+    /// End of output; any unterminated tail is returned as `Text` first.
+    Eof,
+}
+
+/// A running stdio server.
+pub struct StdioProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    writer: Option<tokio::task::JoinHandle<std::io::Result<ChildStdin>>>,
+}
+
+impl StdioProcess {
+    pub fn spawn(cmd: &StdioCommand) -> Result<StdioProcess, TransportError> {
+        let mut command = Command::new(&cmd.program);
+        command
+            .args(&cmd.args)
+            .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(TransportError::Spawn)?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().ok_or(TransportError::ClosedWithoutResponse)?;
+        let stderr_buf = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut stderr) = child.stderr.take() {
+            let keep = stderr_buf.clone();
+            tokio::spawn(async move {
+                let mut chunk = vec![0u8; 8192];
+                while let Ok(n) = stderr.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut k) = keep.lock() {
+                        k.extend_from_slice(&chunk[..n]);
+                        let over = k.len().saturating_sub(STDERR_KEEP);
+                        k.drain(..over);
+                    }
+                }
+            });
+        }
+        Ok(StdioProcess {
+            child,
+            stdin,
+            stdout: BufReader::with_capacity(64 * 1024, stdout),
+            stderr: stderr_buf,
+            writer: None,
+        })
+    }
+
+    /// Write `body` in the background (the server may stop reading; that must not block the
+    /// reader). Writes queue behind any earlier write.
+    pub async fn send(&mut self, body: Body) {
+        let stdin = match self.writer.take() {
+            Some(prev) => prev.await.ok().and_then(Result::ok),
+            None => self.stdin.take(),
+        };
+        let Some(mut stdin) = stdin else {
+            return;
+        };
+        self.writer = Some(tokio::spawn(async move {
+            for chunk in body.chunks() {
+                stdin.write_all(&chunk).await?;
+            }
+            stdin.flush().await?;
+            Ok(stdin)
+        }));
+    }
+
+    /// Close the server's stdin once pending writes are done.
+    pub async fn close_input(&mut self) {
+        if let Some(prev) = self.writer.take() {
+            // Dropping the returned stdin closes it.
+            let _ = prev.await;
+        }
+        self.stdin = None;
+    }
+
+    /// Read one line before `deadline`.
+    pub async fn read_line(&mut self, deadline: Instant) -> Result<Line, TransportError> {
+        let mut line = Vec::new();
+        let mut too_long = false;
+        loop {
+            let buf = match tokio::time::timeout_at(deadline, self.stdout.fill_buf()).await {
+                Err(_) => return Err(TransportError::Timeout("stdout line")),
+                Ok(Err(e)) => return Err(TransportError::Io(e)),
+                Ok(Ok(b)) => b,
+            };
+            if buf.is_empty() {
+                return Ok(if line.is_empty() && !too_long {
+                    Line::Eof
+                } else if too_long {
+                    Line::TooLong(line)
+                } else {
+                    Line::Text(line)
+                });
+            }
+            let end = buf.iter().position(|&b| b == b'\n');
+            let take = end.unwrap_or(buf.len());
+            let room = MAX_LINE.saturating_sub(line.len());
+            if take > room {
+                too_long = true;
+            }
+            line.extend_from_slice(&buf[..take.min(room)]);
+            let consumed = end.map_or(take, |e| e + 1);
+            self.stdout.consume(consumed);
+            if end.is_some() {
+                return Ok(if too_long { Line::TooLong(line) } else { Line::Text(line) });
+            }
+        }
+    }
+
+    /// Whether the process has exited, and how.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Wait (bounded) for the process to exit.
+    pub async fn wait_exit(&mut self, deadline: Instant) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout_at(deadline, self.child.wait()).await.ok().and_then(Result::ok)
+    }
+
+    /// The tail of what the server wrote to stderr.
+    pub fn stderr_tail(&self) -> Vec<u8> {
+        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Kill the process and reap it.
+    pub async fn kill(mut self) {
+        if let Some(w) = self.writer.take() {
+            w.abort();
+        }
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.child.wait()).await;
+    }
+}

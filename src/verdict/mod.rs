@@ -1,0 +1,466 @@
+//! Oracles: an [`Observation`] judged against a case's acceptable set.
+//!
+//! **Architecture invariant:** verdicts never parse with the gate's parser and know nothing of
+//! sockets or processes; they read an Observation and a case, and nothing else.
+
+pub mod leak;
+
+use crate::case::{Case, CodePattern, Expect, IdRule, Level, Outcome, Profile, TransportKind};
+use crate::transport::{Ending, Observation};
+use crate::witness::{Event, CANARY_MARKER};
+use serde_json::Value;
+
+/// The result of a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// Which oracle spoke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    Setup,
+    Outcome,
+    HttpStatus,
+    ErrorCode,
+    Id,
+    Shape,
+    Output,
+    Canary,
+    Forwarded,
+    Alive,
+    Leak,
+}
+
+impl Check {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Setup => "setup",
+            Check::Outcome => "outcome",
+            Check::HttpStatus => "http_status",
+            Check::ErrorCode => "error_code",
+            Check::Id => "id",
+            Check::Shape => "shape",
+            Check::Output => "output",
+            Check::Canary => "canary",
+            Check::Forwarded => "forwarded",
+            Check::Alive => "alive",
+            Check::Leak => "leak",
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Finding {
+    pub check: Check,
+    pub status: Status,
+    pub message: String,
+}
+
+/// What was observed, in the terms of a case.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Observed {
+    Outcome(Outcome),
+    /// No answer at all (deadline, closed connection, process gone).
+    NoAnswer(String),
+    /// An answer that is none of reject, accept or silent.
+    Malformed(String),
+}
+
+impl std::fmt::Display for Observed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Observed::Outcome(o) => f.write_str(o.as_str()),
+            Observed::NoAnswer(d) => write!(f, "no answer ({d})"),
+            Observed::Malformed(d) => write!(f, "a malformed answer ({d})"),
+        }
+    }
+}
+
+/// A case's verdict on one transport.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verdict {
+    pub status: Status,
+    pub findings: Vec<Finding>,
+    pub observed: Observed,
+    pub http_status: Option<u16>,
+    pub error_code: Option<i64>,
+}
+
+impl Verdict {
+    /// A failure message a reader can act on without the source: every finding with the
+    /// acceptable set next to what was observed.
+    pub fn explain(&self, case: &Case, obs: &Observation) -> String {
+        let mut out = format!("{}\n  requirements: {}\n", case.spec.title, case.spec.requirements.join(", "));
+        for f in &self.findings {
+            let tag = match f.status {
+                Status::Fail => "FAIL",
+                Status::Warn => "warn",
+                Status::Pass => "note",
+            };
+            out.push_str(&format!("  {tag} [{}] {}\n", f.check.as_str(), f.message));
+        }
+        out.push_str(&format!("  observed: {}", self.observed));
+        if let Some(s) = self.http_status {
+            out.push_str(&format!(", HTTP {s}"));
+        }
+        if let Some(c) = self.error_code {
+            out.push_str(&format!(", error code {c}"));
+        }
+        if !obs.body_prefix.is_empty() {
+            out.push_str(&format!("\n  answer begins: {}", show_bytes(&obs.body_prefix, 200)));
+        }
+        out.push('\n');
+        out
+    }
+}
+
+/// Bytes for a human: lossy UTF-8 with control characters escaped, cut at `n`.
+pub fn show_bytes(bytes: &[u8], n: usize) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(n)]);
+    let mut out: String = text.escape_debug().collect();
+    if bytes.len() > n {
+        out.push('…');
+    }
+    out
+}
+
+/// What the judge needs besides the case and the observation.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub profile: Profile,
+    pub strict: bool,
+    pub transport: TransportKind,
+    /// Values of `--header`: they must never come back.
+    pub secrets: Vec<String>,
+    /// The gate's error-code table: malformed, denied, downstream.
+    pub codes: [i64; 3],
+    /// The method of the case's request (GET streams count as accepted).
+    pub method: String,
+}
+
+fn responses(messages: &[Value]) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for m in messages {
+        match m {
+            Value::Array(items) => out.extend(items.iter().filter(|v| is_response(v))),
+            v if is_response(v) => out.push(v),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn is_response(v: &Value) -> bool {
+    v.get("result").is_some() || v.get("error").is_some()
+}
+
+/// Classify what came back.
+pub fn observe(obs: &Observation, ctx: &Context) -> Observed {
+    match &obs.ending {
+        Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
+        Ending::Closed => return Observed::NoAnswer("closed without answering".into()),
+        Ending::Unreachable(e) => return Observed::NoAnswer(format!("unreachable: {e}")),
+        Ending::Answered => {}
+    }
+    let resp = responses(&obs.messages);
+    if resp.iter().any(|r| r.get("result").is_some()) {
+        return Observed::Outcome(Outcome::Accept);
+    }
+    match &obs.http {
+        Some(h) if (200..300).contains(&h.status) => {
+            if !resp.is_empty() {
+                Observed::Outcome(Outcome::Reject)
+            } else if h.status == 202 && h.body_len == 0 {
+                Observed::Outcome(Outcome::Silent)
+            } else if ctx.method == "GET" && h.content_type.as_deref() == Some("text/event-stream") {
+                Observed::Outcome(Outcome::Accept)
+            } else if h.timed_out {
+                Observed::NoAnswer(format!("HTTP {} but no JSON-RPC response before the deadline", h.status))
+            } else {
+                Observed::Malformed(format!("HTTP {} without a JSON-RPC response", h.status))
+            }
+        }
+        Some(h) if h.status >= 300 => Observed::Outcome(Outcome::Reject),
+        Some(h) => Observed::Malformed(format!("HTTP status {}", h.status)),
+        None => {
+            if resp.is_empty() {
+                Observed::Outcome(Outcome::Silent)
+            } else {
+                Observed::Outcome(Outcome::Reject)
+            }
+        }
+    }
+}
+
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Judge one observation.
+pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
+    let strict = ctx.strict || ctx.profile == Profile::Gate;
+    let expect: Expect = case.expectation(strict);
+    let level_status = match case.spec.level {
+        Level::Must => Status::Fail,
+        Level::Should if ctx.strict => Status::Fail,
+        Level::Should | Level::Info => Status::Warn,
+    };
+    let mut findings = Vec::new();
+    let mut add = |check: Check, status: Status, message: String| findings.push(Finding { check, status, message });
+
+    let resp = responses(&obs.messages);
+    let first_error_code = resp
+        .iter()
+        .find_map(|r| r.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64));
+    let observed = if obs.setup_error.is_some() {
+        Observed::NoAnswer("not sent".into())
+    } else {
+        observe(obs, ctx)
+    };
+    let verdict_base = |findings: Vec<Finding>, observed: Observed| {
+        let status = findings.iter().map(|f| f.status).max().unwrap_or(Status::Pass);
+        Verdict {
+            status,
+            findings,
+            observed,
+            http_status: obs.http.as_ref().map(|h| h.status),
+            error_code: first_error_code,
+        }
+    };
+
+    if let Some(e) = &obs.setup_error {
+        add(Check::Setup, Status::Fail, format!("the case could not be sent: {e}"));
+        return verdict_base(findings, observed);
+    }
+
+    // The canary never runs, whatever the case's level.
+    let canary_in_answer = obs.scan_text.contains(CANARY_MARKER);
+    let canary_in_witness = obs
+        .witness
+        .as_ref()
+        .is_some_and(|evs| evs.iter().any(|e| matches!(e, Event::Tool { canary: true, .. })));
+    if canary_in_answer || canary_in_witness {
+        add(
+            Check::Canary,
+            Status::Fail,
+            format!(
+                "the denied tool RAN ({})",
+                if canary_in_witness { "the witness recorded its call" } else { "the answer holds CANARY-EXECUTED" }
+            ),
+        );
+    }
+
+    if let Some(want) = &expect.outcome {
+        let ok = matches!(&observed, Observed::Outcome(o) if want.as_slice().contains(o));
+        if !ok {
+            let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();
+            add(Check::Outcome, level_status, format!("expected {}; observed {observed}", names.join(" or ")));
+        }
+    }
+
+    if let (Some(want), Some(h)) = (&expect.http_status, &obs.http) {
+        if !want.as_slice().iter().any(|p| p.matches(h.status)) {
+            add(Check::HttpStatus, level_status, format!("expected HTTP {}; observed HTTP {}", list(want.as_slice()), h.status));
+        }
+    }
+
+    if let Some(want) = &expect.error_code {
+        let codes: Vec<i64> = want
+            .as_slice()
+            .iter()
+            .filter_map(|c| match c {
+                CodePattern::Code(c) => Some(*c),
+                CodePattern::Placeholder(p) => match p.as_str() {
+                    "{{code_malformed}}" => Some(ctx.codes[0]),
+                    "{{code_denied}}" => Some(ctx.codes[1]),
+                    "{{code_downstream}}" => Some(ctx.codes[2]),
+                    _ => None,
+                },
+            })
+            .collect();
+        match first_error_code {
+            Some(c) if !codes.contains(&c) => {
+                add(Check::ErrorCode, level_status, format!("expected error code {}; observed {c}", list(&codes)));
+            }
+            None if strict && observed == Observed::Outcome(Outcome::Reject) => {
+                add(
+                    Check::ErrorCode,
+                    level_status,
+                    format!("expected a JSON-RPC error with code {}; the refusal carried none", list(&codes)),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    if let Some(rules) = &expect.id {
+        for r in &resp {
+            let id = r.get("id");
+            let ok = rules.as_slice().iter().any(|rule| match rule {
+                IdRule::Echo => obs.request_id.is_some() && id == obs.request_id.as_ref(),
+                IdRule::Null => id == Some(&Value::Null),
+                IdRule::Absent => id.is_none(),
+                IdRule::NullOrAbsent => id.is_none_or(Value::is_null),
+            });
+            if !ok {
+                let names: Vec<&str> = rules.as_slice().iter().map(|r| r.as_str()).collect();
+                add(
+                    Check::Id,
+                    level_status,
+                    format!(
+                        "expected the response id to be {} (request id {}); observed {}",
+                        names.join(" or "),
+                        obs.request_id.as_ref().map_or("none".into(), Value::to_string),
+                        id.map_or("no id".into(), Value::to_string)
+                    ),
+                );
+                break;
+            }
+        }
+    }
+
+    // Implied: well-formed JSON-RPC, and output that is nothing but messages.
+    for problem in shape_problems(obs, &resp) {
+        add(Check::Shape, Status::Fail, problem);
+    }
+    if !obs.garbage.is_empty() {
+        let refusal_body = obs.http.as_ref().is_some_and(|h| h.status >= 300);
+        if !refusal_body {
+            let what = if ctx.transport == TransportKind::Stdio {
+                "stdout carried a line that is not a JSON-RPC message (MCP-STDIO-05)"
+            } else {
+                "the answer carried data that is not JSON"
+            };
+            add(Check::Output, Status::Fail, format!("{what}: {}", show_bytes(&obs.garbage[0], 120)));
+        }
+    }
+
+    // Gate profile: what reached the witness.
+    let default_forwarded = (ctx.profile == Profile::Gate)
+        .then(|| {
+            expect.outcome.as_ref().and_then(|o| {
+                o.as_slice()
+                    .iter()
+                    .all(|o| matches!(o, Outcome::Reject | Outcome::Silent))
+                    .then_some(false)
+            })
+        })
+        .flatten();
+    if let (Some(want), Some(events)) = (expect.forwarded.or(default_forwarded), &obs.witness) {
+        let got = events.iter().any(|e| matches!(e, Event::Message { .. }));
+        if got != want {
+            add(
+                Check::Forwarded,
+                Status::Fail,
+                if want {
+                    "expected the message to reach the witness; nothing arrived".into()
+                } else {
+                    "expected nothing to reach the witness; the message was forwarded".into()
+                },
+            );
+        }
+    }
+
+    if expect.alive.unwrap_or(true) && obs.alive == Some(false) {
+        add(
+            Check::Alive,
+            level_status.max(Status::Fail),
+            format!("the endpoint is not alive after the case: {}", obs.alive_detail.clone().unwrap_or_default()),
+        );
+    }
+
+    // Leaks: only what the endpoint said about errors, not results it was asked to echo.
+    let mut leak_text = String::new();
+    for r in &resp {
+        if let Some(e) = r.get("error") {
+            leak_text.push_str(&e.to_string());
+            leak_text.push('\n');
+        }
+    }
+    for g in &obs.garbage {
+        leak_text.push_str(&String::from_utf8_lossy(g));
+        leak_text.push('\n');
+    }
+    if let Some(h) = &obs.http {
+        for (k, v) in &h.headers {
+            leak_text.push_str(&format!("{k}: {v}\n"));
+        }
+    }
+    let leaks = leak::find_leaks(&leak_text, &ctx.secrets);
+    if !leaks.is_empty() && expect.leak != Some(true) {
+        let status = if ctx.profile == Profile::Gate || ctx.strict { Status::Fail } else { Status::Warn };
+        add(Check::Leak, status, format!("the answer exposes {}", leaks.join(", ")));
+    }
+
+    verdict_base(findings, observed)
+}
+
+/// Violations of the JSON-RPC and transport rules every answer obeys.
+fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in &obs.messages {
+        match m {
+            Value::Object(_) => {}
+            Value::Array(_) => out.push("answered with a JSON array (a batch answer)".into()),
+            other => out.push(format!("answered with a JSON value that is not a message: {}", truncate(&other.to_string()))),
+        }
+    }
+    for r in resp {
+        let has_result = r.get("result").is_some();
+        let has_error = r.get("error").is_some();
+        if r.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+            out.push("a response lacks \"jsonrpc\": \"2.0\"".into());
+        }
+        if has_result && has_error {
+            out.push("a response holds both result and error".into());
+        }
+        if let Some(e) = r.get("error") {
+            if !e.get("code").is_some_and(|c| c.is_i64() || c.is_u64()) {
+                out.push(format!("error.code is not an integer: {}", truncate(&e.to_string())));
+            }
+            if !e.get("message").is_some_and(Value::is_string) {
+                out.push("error.message is not a string".into());
+            }
+        }
+        if has_result && !r.get("result").is_some_and(Value::is_object) {
+            out.push("result is not an object".into());
+        }
+        match r.get("id") {
+            None | Some(Value::Null) => {}
+            Some(id) if Some(id) == obs.request_id.as_ref() => {}
+            Some(id) => out.push(format!(
+                "a response carries id {} which is neither the request's id ({}) nor null",
+                truncate(&id.to_string()),
+                obs.request_id.as_ref().map_or("none".into(), Value::to_string)
+            )),
+        }
+        if has_result && r.get("id").is_none_or(Value::is_null) {
+            out.push("a result has no id".into());
+        }
+    }
+    if let Some(h) = &obs.http {
+        if h.status == 202 && h.body_len > 0 {
+            out.push("HTTP 202 with a body (MCP-HTTP-POST-04 says no body)".into());
+        }
+        if h.status == 200 && resp.iter().any(|r| r.get("result").is_some()) {
+            match h.content_type.as_deref() {
+                Some("application/json") | Some("text/event-stream") => {}
+                other => out.push(format!(
+                    "a response came as {} instead of application/json or text/event-stream",
+                    other.unwrap_or("no content type")
+                )),
+            }
+        }
+    }
+    out
+}
+
+fn truncate(s: &str) -> String {
+    show_bytes(s.as_bytes(), 120)
+}

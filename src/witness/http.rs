@@ -1,0 +1,388 @@
+//! The witness's Streamable HTTP front: transport rules (Origin, media types, size, sessions,
+//! protocol version, methods) enforced before the protocol core sees a body.
+
+use super::{Broken, Conversation, Fault, Reply, Witness, MAX_MESSAGE, SUPPORTED_VERSIONS};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// The endpoint path.
+pub const PATH: &str = "/mcp";
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+/// How long a client may take to send headers, or the body.
+const READ_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a hanging tool holds its connection.
+const HANG: Duration = Duration::from_secs(120);
+
+type Answer = Response<Full<Bytes>>;
+
+/// Serve `witness` on `listener` until the task is dropped or aborted.
+pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let witness = witness.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let witness = witness.clone();
+                async move { handle(&witness, port, req).await }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(READ_DEADLINE)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Bind `addr`, start serving in the background, and return the bound address.
+pub async fn spawn(addr: SocketAddr, witness: Arc<Witness>) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((local, tokio::spawn(serve(listener, witness))))
+}
+
+/// The error a service returns to make hyper drop the connection without an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("connection dropped on purpose")]
+pub struct Dropped;
+
+async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer, Dropped> {
+    let lax = w.config.is(Broken::LaxHeaders);
+    if req.uri().path() != PATH {
+        return Ok(plain(StatusCode::NOT_FOUND, "not found"));
+    }
+    if !w.config.is(Broken::NoOrigin) && !origin_ok(req.headers(), port) {
+        return Ok(refusal(w, StatusCode::FORBIDDEN, "Forbidden: origin not allowed"));
+    }
+    let method = req.method().clone();
+    if method == Method::POST || (lax && method == Method::PUT) {
+        return post(w, req).await;
+    }
+    if method == Method::GET {
+        if lax {
+            return Ok(plain(StatusCode::OK, "witness is up"));
+        }
+        if !accepts(req.headers(), "text/event-stream") {
+            return Ok(refusal(w, StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs text/event-stream"));
+        }
+        if let Err(answer) = session_of(w, req.headers()) {
+            return Ok(answer);
+        }
+        return Ok(method_not_allowed());
+    }
+    if method == Method::DELETE {
+        let id = match session_of(w, req.headers()) {
+            Ok((id, _)) => id,
+            Err(answer) if !lax => return Ok(answer),
+            Err(_) => return Ok(plain(StatusCode::OK, "")),
+        };
+        w.close_session(&id);
+        return Ok(Response::builder()
+            .status(StatusCode::OK)
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default());
+    }
+    Ok(method_not_allowed())
+}
+
+async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
+    let lax = w.config.is(Broken::LaxHeaders);
+    let unbounded = w.config.is(Broken::Unbounded);
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    if !lax && !content_type_ok(headers) {
+        return Ok(refusal(w, StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type: use application/json"));
+    }
+    if !lax && !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+        return Ok(refusal(
+            w,
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: Accept must list application/json and text/event-stream",
+        ));
+    }
+    let declared = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if !unbounded && declared.is_some_and(|n| n > MAX_MESSAGE as u64) {
+        return Ok(too_large(w));
+    }
+    let body = match read_body(body, if unbounded { usize::MAX } else { MAX_MESSAGE }).await {
+        BodyRead::Done(b) => b,
+        BodyRead::TooLarge => return Ok(too_large(w)),
+        BodyRead::Failed => return Err(Dropped),
+    };
+    w.recorder.message("http", &body, header_list(headers));
+    if unbounded && body.len() > 64 * 1024 * 1024 {
+        // A careless server that read it all and then choked on it.
+        return Ok(refusal(w, StatusCode::BAD_REQUEST, "Parse error"));
+    }
+
+    let is_initialize = body_is_initialize(&body);
+    let mut session: Option<(String, Conversation)> = None;
+    if !is_initialize {
+        match session_of(w, headers) {
+            Ok(s) => session = Some(s),
+            Err(answer) if !lax => return Ok(answer),
+            Err(_) => {}
+        }
+    } else if !lax && headers.contains_key(SESSION) {
+        // A client may not choose (or re-use) a session for a new initialize.
+        return Ok(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: initialize must not carry a session"));
+    }
+    if !lax && !is_initialize {
+        let negotiated = session.as_ref().and_then(|(_, c)| c.negotiated.clone());
+        if let Err(answer) = version_ok(w, headers, negotiated.as_deref()) {
+            return Ok(answer);
+        }
+    }
+    let mut conv = session
+        .as_ref()
+        .map(|(_, c)| c.clone())
+        .unwrap_or_else(|| Conversation {
+            // Lax mode runs requests without a session as if initialized.
+            negotiated: if lax { Some(super::LATEST_VERSION.into()) } else { None },
+        });
+    let reply = w.handle_body(&body, &mut conv);
+    let mut answer = match reply {
+        Reply::Accepted => Response::builder()
+            .status(StatusCode::ACCEPTED)
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default(),
+        Reply::Message(m) => json_answer(StatusCode::OK, &m),
+        Reply::Refused(m) if w.config.is(Broken::Crash500) => crash_page(&m),
+        Reply::Refused(m) => json_answer(StatusCode::BAD_REQUEST, &m),
+        Reply::Fault(Fault::Empty) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::new()))
+            .unwrap_or_default(),
+        Reply::Fault(Fault::Garbage) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from_static(b"\x00\xffthis is not json{")))
+            .unwrap_or_default(),
+        Reply::Fault(Fault::Close) => return Err(Dropped),
+        Reply::Hang => {
+            tokio::time::sleep(HANG).await;
+            return Err(Dropped);
+        }
+        Reply::Crash => return Err(Dropped),
+    };
+    if is_initialize && session.is_none() {
+        if let Some(version) = conv.negotiated.clone() {
+            let id = w.open_session(version);
+            if let Ok(v) = HeaderValue::from_str(&id) {
+                answer.headers_mut().insert(SESSION, v);
+            }
+        }
+    }
+    Ok(answer)
+}
+
+enum BodyRead {
+    Done(Vec<u8>),
+    TooLarge,
+    Failed,
+}
+
+async fn read_body(mut body: Incoming, limit: usize) -> BodyRead {
+    let mut out = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return BodyRead::Failed;
+            };
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > limit {
+                    return BodyRead::TooLarge;
+                }
+                // Even an unbounded witness keeps at most 64 MiB + 1 chunk; it still reads it all.
+                if out.len() <= 64 * 1024 * 1024 {
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+        BodyRead::Done(Vec::new())
+    };
+    match tokio::time::timeout(READ_DEADLINE * 4, read).await {
+        Ok(BodyRead::Done(_)) => BodyRead::Done(out),
+        Ok(other) => other,
+        Err(_) => BodyRead::Failed,
+    }
+}
+
+fn body_is_initialize(body: &[u8]) -> bool {
+    super::json::parse_strict(body)
+        .ok()
+        .is_some_and(|v| v.get("method") == Some(&Value::String("initialize".into())))
+}
+
+/// The request's session, or the answer that refuses it (400 missing or ambiguous, 404 unknown).
+fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation), Answer> {
+    let mut values = headers.get_all(SESSION).iter();
+    let Some(first) = values.next() else {
+        return Err(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: missing session"));
+    };
+    if values.next().is_some() {
+        return Err(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: more than one session header"));
+    }
+    let id = first.to_str().unwrap_or("");
+    match w.session(id) {
+        Some(conv) => Ok((id.to_string(), conv)),
+        None => Err(refusal(w, StatusCode::NOT_FOUND, "Not Found: unknown session")),
+    }
+}
+
+fn version_ok(w: &Witness, headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Answer> {
+    let mut values = headers.get_all(VERSION).iter();
+    let Some(first) = values.next() else {
+        // Absent: the negotiated version applies.
+        return Ok(());
+    };
+    let bad = || refusal(w, StatusCode::BAD_REQUEST, "Bad Request: unsupported protocol version");
+    if values.next().is_some() {
+        return Err(bad());
+    }
+    let v = first.to_str().map_err(|_| bad())?;
+    if !SUPPORTED_VERSIONS.contains(&v) || negotiated.is_some_and(|n| n != v) {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// `Origin` absent, or exactly `http://{127.0.0.1|localhost|[::1]}:PORT`; one header only.
+fn origin_ok(headers: &HeaderMap, port: u16) -> bool {
+    let mut values = headers.get_all(hyper::header::ORIGIN).iter();
+    let Some(first) = values.next() else {
+        return true;
+    };
+    if values.next().is_some() {
+        return false;
+    }
+    let Ok(origin) = first.to_str() else {
+        return false;
+    };
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .any(|h| origin == format!("http://{h}:{port}"))
+}
+
+/// Exactly one Content-Type whose media type is `application/json` (any case), with no
+/// parameter but an optional `charset=utf-8`.
+fn content_type_ok(headers: &HeaderMap) -> bool {
+    let mut values = headers.get_all(hyper::header::CONTENT_TYPE).iter();
+    let (Some(first), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let Ok(ct) = first.to_str() else {
+        return false;
+    };
+    let mut parts = ct.split(';');
+    let media = parts.next().unwrap_or("").trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        let v = v.trim().trim_matches('"');
+        k.trim().eq_ignore_ascii_case("charset") && v.eq_ignore_ascii_case("utf-8")
+    })
+}
+
+/// Whether the `Accept` header lists `wanted` (exactly, or through `type/*` or `*/*`), with a
+/// non-zero quality.
+fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    let (wanted_type, _) = wanted.split_once('/').unwrap_or((wanted, ""));
+    headers
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let zero_q = parts.any(|p| {
+                p.split_once('=')
+                    .is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+            });
+            !zero_q && (range == wanted || range == "*/*" || range == format!("{wanted_type}/*"))
+        })
+}
+
+fn header_list(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect()
+}
+
+fn json_answer(status: StatusCode, body: &Value) -> Answer {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap_or_default()
+}
+
+/// A transport-level refusal: the status with a JSON-RPC error envelope whose id is null.
+fn refusal(w: &Witness, status: StatusCode, message: &str) -> Answer {
+    if w.config.is(Broken::Crash500) {
+        return crash_page(&Value::Null);
+    }
+    let mut err = json!({"code": -32600, "message": message});
+    if w.config.is(Broken::Leaky) {
+        err["data"] = json!({"trace": "  File \"/srv/witness/server.py\", line 42, in handle"});
+    }
+    let mut answer = json_answer(status, &json!({"jsonrpc": "2.0", "id": null, "error": err}));
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        answer
+            .headers_mut()
+            .insert("connection", HeaderValue::from_static("close"));
+    }
+    answer
+}
+
+fn too_large(w: &Witness) -> Answer {
+    refusal(w, StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")
+}
+
+fn method_not_allowed() -> Answer {
+    Response::builder()
+        .status(StatusCode::METHOD_NOT_ALLOWED)
+        .header("allow", "POST, DELETE")
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_default()
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Answer {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain")
+        .body(Full::new(Bytes::from_static(text.as_bytes())))
+        .unwrap_or_default()
+}
+
+/// What a careless server's framework shows on an unhandled exception.
+fn crash_page(_error: &Value) -> Answer {
+    Response::builder()
+        .status(StatusCode::INTERNAL_SERVER_ERROR)
+        .header("content-type", "text/html")
+        .body(Full::new(Bytes::from_static(
+            b"<html><body><h1>500 Internal Server Error</h1><pre>Traceback (most recent call last):\n  File \"/srv/witness/server.py\", line 42, in handle\nValueError: bad request</pre></body></html>",
+        )))
+        .unwrap_or_default()
+}

@@ -1,0 +1,458 @@
+//! The witness: a small, strict MCP server that records everything it receives.
+//!
+//! It is the suite's positive control (it must pass the `server` profile) and the downstream a
+//! gate is judged by (did a denied call reach it?). Its tools are harmless (`echo`, `add`), the
+//! canary (`delete_everything`, which must never run behind a correct gate), and fault tools for
+//! gate tests. [`Broken`] modes make it deliberately wrong, so tests can prove every case can fail.
+//!
+//! **Architecture invariant:** the protocol logic here ([`Witness::handle_body`]) knows nothing of
+//! HTTP or stdio framing; `http.rs` and `stdio.rs` adapt it.
+
+pub mod http;
+pub mod json;
+pub mod record;
+pub mod stdio;
+
+pub use record::{Event, LogReader, Recorder, WitnessView};
+
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+
+/// Protocol versions the witness speaks, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
+/// The version it offers when a client asks for one it does not speak.
+pub const LATEST_VERSION: &str = "2025-11-25";
+/// The canary tool.
+pub const CANARY_TOOL: &str = "delete_everything";
+/// What the canary answers, so a response shows it ran.
+pub const CANARY_MARKER: &str = "CANARY-EXECUTED";
+/// Largest message the strict witness reads (HTTP body or stdio line).
+pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
+/// Deliberately wrong behaviours, each one a bug class real servers have. Used by the tests to
+/// prove that every case can fail; never enabled by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Broken {
+    /// Executes JSON-RPC batch arrays and answers with an array.
+    Batch,
+    /// Answers every refusal with HTTP 500 and a stack trace (stdio: the trace on stdout).
+    Crash500,
+    /// Takes any id type; a `null` id makes a request a notification that still runs.
+    AnyId,
+    /// Does not check `Origin`.
+    NoOrigin,
+    /// Never answers anything but `initialize`.
+    Mute,
+    /// Reads JSON carelessly: repairs UTF-8, skips BOMs, allows comments, trailing commas,
+    /// single quotes, NaN, duplicate keys (last wins) and runs every value of a concatenation.
+    LaxJson,
+    /// Ignores Content-Type, Accept, MCP-Protocol-Version and session headers; PUT acts as POST.
+    LaxHeaders,
+    /// No size limit: reads any body or line whole before looking at it.
+    Unbounded,
+    /// Crashes on deep nesting (HTTP: the handler dies and drops the connection; stdio: abort).
+    Fragile,
+    /// stdio: runs a partial line at EOF and splits lines on a bare CR.
+    LaxFraming,
+    /// stdio: prints a banner line on stdout before anything else.
+    Banner,
+    /// Puts internal detail (a stack trace, the parser's message with offsets) in error data.
+    Leaky,
+}
+
+/// Witness settings.
+#[derive(Debug, Clone, Default)]
+pub struct WitnessConfig {
+    pub broken: BTreeSet<Broken>,
+}
+
+impl WitnessConfig {
+    pub fn is(&self, b: Broken) -> bool {
+        self.broken.contains(&b)
+    }
+}
+
+/// What the witness does in answer to one message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Nothing: a notification or a response was accepted (HTTP 202).
+    Accepted,
+    /// A JSON-RPC message (or, in batch mode, an array of them).
+    Message(Value),
+    /// A refusal of the whole body: HTTP 400 with this error envelope.
+    Refused(Value),
+    /// The `fault_*` tools' transport-level misbehaviour.
+    Fault(Fault),
+    /// No answer, ever (`fault_hang`, the `mute` mode).
+    Hang,
+    /// A crash on the input (`fragile` mode).
+    Crash,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    Empty,
+    Garbage,
+    Close,
+}
+
+/// Per-connection (stdio) or per-session (HTTP) state.
+#[derive(Debug, Clone, Default)]
+pub struct Conversation {
+    /// The version agreed by `initialize`, once answered.
+    pub negotiated: Option<String>,
+}
+
+/// The witness's protocol core, shared by its fronts.
+#[derive(Debug)]
+pub struct Witness {
+    pub config: WitnessConfig,
+    pub recorder: Recorder,
+    sessions: Mutex<HashMap<String, Conversation>>,
+}
+
+impl Witness {
+    pub fn new(config: WitnessConfig, recorder: Recorder) -> Witness {
+        Witness {
+            config,
+            recorder,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Create a session for a successful HTTP initialize and return its id.
+    pub fn open_session(&self, negotiated: String) -> String {
+        let id = random_session_id();
+        if let Ok(mut s) = self.sessions.lock() {
+            s.insert(
+                id.clone(),
+                Conversation {
+                    negotiated: Some(negotiated),
+                },
+            );
+        }
+        id
+    }
+
+    pub fn session(&self, id: &str) -> Option<Conversation> {
+        self.sessions.lock().ok()?.get(id).cloned()
+    }
+
+    pub fn close_session(&self, id: &str) -> bool {
+        self.sessions
+            .lock()
+            .map(|mut s| s.remove(id).is_some())
+            .unwrap_or(false)
+    }
+
+    /// Handle one received message body (an HTTP body or a stdio line, framing removed).
+    /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
+    pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
+        if self.config.is(Broken::Fragile) && json::nesting_depth(body) > 1000 {
+            return Reply::Crash;
+        }
+        if self.config.is(Broken::Mute) && !body_mentions_initialize(body) {
+            return Reply::Hang;
+        }
+        let values = if self.config.is(Broken::LaxJson) {
+            json::parse_lax(body)
+        } else {
+            json::parse_strict(body).map(|v| vec![v])
+        };
+        let values = match values {
+            Ok(v) => v,
+            Err(e) => return Reply::Refused(self.error(Value::Null, -32700, "Parse error", &e.detail)),
+        };
+        let mut replies = Vec::new();
+        for value in values {
+            replies.push(self.handle_value(value, conv));
+        }
+        // A concatenation (lax mode only) answers with the first reply that says something.
+        replies
+            .into_iter()
+            .find(|r| *r != Reply::Accepted)
+            .unwrap_or(Reply::Accepted)
+    }
+
+    fn handle_value(&self, value: Value, conv: &mut Conversation) -> Reply {
+        match value {
+            Value::Object(obj) => self.handle_object(obj, conv),
+            Value::Array(items) if self.config.is(Broken::Batch) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match self.handle_value(item, conv) {
+                        Reply::Message(m) | Reply::Refused(m) => out.push(m),
+                        _ => {}
+                    }
+                }
+                Reply::Message(Value::Array(out))
+            }
+            Value::Array(_) => Reply::Refused(self.error(
+                Value::Null,
+                -32600,
+                "Invalid Request: batches are not supported",
+                "array body",
+            )),
+            _ => Reply::Refused(self.error(
+                Value::Null,
+                -32600,
+                "Invalid Request: a message must be a JSON object",
+                "not an object",
+            )),
+        }
+    }
+
+    fn handle_object(&self, obj: Map<String, Value>, conv: &mut Conversation) -> Reply {
+        let any_id = self.config.is(Broken::AnyId);
+        // The id, when it is a valid one, is echoed even in errors about other members.
+        let id = obj.get("id").cloned();
+        let id_ok = match &id {
+            None => true,
+            Some(v) => any_id || valid_id(v),
+        };
+        let echo = match &id {
+            Some(v) if id_ok => v.clone(),
+            _ => Value::Null,
+        };
+        let invalid = |what: &str| Reply::Refused(self.error(echo.clone(), -32600, "Invalid Request", what));
+        if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+            return invalid("jsonrpc");
+        }
+        if !id_ok {
+            return invalid("id");
+        }
+        let method = match obj.get("method") {
+            None => {
+                // A response from the client: well formed ones are accepted and ignored.
+                let has_result = obj.contains_key("result");
+                let has_error = obj.contains_key("error");
+                return if id.is_some() && has_result != has_error {
+                    Reply::Accepted
+                } else {
+                    invalid("response")
+                };
+            }
+            Some(Value::String(m)) => m.clone(),
+            Some(_) => return invalid("method"),
+        };
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return invalid("request with result or error");
+        }
+        let params = match obj.get("params") {
+            None => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(Value::Array(_)) if id.is_some() => {
+                return Reply::Message(self.error(echo, -32602, "Invalid params", "params array"))
+            }
+            Some(_) => return invalid("params"),
+        };
+        let id = match id {
+            // `any-id`: a null id makes this a notification that still runs.
+            Some(Value::Null) if any_id => None,
+            other => other,
+        };
+        let Some(id) = id else {
+            // A notification: never answered.
+            if any_id {
+                let _ = self.call(&method, &params, conv);
+            }
+            return Reply::Accepted;
+        };
+        if conv.negotiated.is_none() && method != "initialize" && method != "ping" {
+            return Reply::Message(self.error(id, -32600, "Server not initialized", "no initialize"));
+        }
+        match self.call(&method, &params, conv) {
+            Ok(Outcome::Result(r)) => Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r})),
+            Ok(Outcome::Error(code, msg)) => Reply::Message(self.error(id, code, msg, msg)),
+            Ok(Outcome::Fault(f)) => Reply::Fault(f),
+            Ok(Outcome::Hang) => Reply::Hang,
+            Ok(Outcome::Leak) => Reply::Message(json!({
+                "jsonrpc": "2.0", "id": id,
+                "error": {"code": -32603,
+                          "message": "Internal error: Traceback (most recent call last): File \"/srv/witness/tools.py\", line 12",
+                          "data": {"trace": "at Object.<anonymous> (/srv/witness/tools.js:12:7)",
+                                   "token": "Bearer witness-internal-token-0123456789"}}
+            })),
+            Err(code) => Reply::Message(self.error(id, code, "Invalid params", "params")),
+        }
+    }
+
+    /// Run a method. `Err(code)` is a protocol error about the params.
+    fn call(&self, method: &str, params: &Map<String, Value>, conv: &mut Conversation) -> Result<Outcome, i64> {
+        match method {
+            "initialize" => {
+                let requested = params.get("protocolVersion").and_then(Value::as_str).ok_or(-32602)?;
+                if !params.get("capabilities").is_some_and(Value::is_object)
+                    || !params.get("clientInfo").is_some_and(Value::is_object)
+                {
+                    return Err(-32602);
+                }
+                let version = if SUPPORTED_VERSIONS.contains(&requested) {
+                    requested
+                } else {
+                    LATEST_VERSION
+                };
+                conv.negotiated = Some(version.to_string());
+                Ok(Outcome::Result(json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}
+                })))
+            }
+            "ping" => Ok(Outcome::Result(json!({}))),
+            "tools/list" => Ok(Outcome::Result(json!({ "tools": tool_list() }))),
+            "tools/call" => {
+                let name = params.get("name").and_then(Value::as_str).ok_or(-32602)?;
+                let args = match params.get("arguments") {
+                    None => Map::new(),
+                    Some(Value::Object(a)) => a.clone(),
+                    Some(_) => return Err(-32602),
+                };
+                self.run_tool(name, &args)
+            }
+            _ => Ok(Outcome::Error(-32601, "Method not found")),
+        }
+    }
+
+    fn run_tool(&self, name: &str, args: &Map<String, Value>) -> Result<Outcome, i64> {
+        let text = |t: String| Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": false}));
+        let tool_error = |t: &str| Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": true}));
+        if !TOOLS.iter().any(|(n, _)| *n == name) {
+            return Ok(Outcome::Error(-32602, "Unknown tool"));
+        }
+        self.recorder.tool(name, name == CANARY_TOOL);
+        Ok(match name {
+            "echo" => match args.get("text").and_then(Value::as_str) {
+                Some(t) => text(t.to_string()),
+                None => tool_error("echo needs a string `text`"),
+            },
+            "add" => match (args.get("a").and_then(Value::as_f64), args.get("b").and_then(Value::as_f64)) {
+                (Some(a), Some(b)) => text(format!("{}", a + b)),
+                _ => tool_error("add needs numbers `a` and `b`"),
+            },
+            CANARY_TOOL => text(CANARY_MARKER.to_string()),
+            "fault_hang" => Outcome::Hang,
+            "fault_oversize" => text("x".repeat(2 * 1024 * 1024)),
+            "fault_empty" => Outcome::Fault(Fault::Empty),
+            "fault_garbage" => Outcome::Fault(Fault::Garbage),
+            "fault_close" => Outcome::Fault(Fault::Close),
+            "fault_leak" => Outcome::Leak,
+            _ => tool_error("unknown"),
+        })
+    }
+
+    /// A JSON-RPC error envelope. `detail` is internal and appears only in `leaky` mode.
+    fn error(&self, id: Value, code: i64, message: &str, detail: &str) -> Value {
+        let mut err = json!({"code": code, "message": message});
+        if self.config.is(Broken::Leaky) {
+            err["data"] = json!({
+                "detail": detail,
+                "trace": "Traceback (most recent call last):\n  File \"/srv/witness/server.py\", line 42, in handle"
+            });
+        }
+        json!({"jsonrpc": "2.0", "id": id, "error": err})
+    }
+}
+
+enum Outcome {
+    Result(Value),
+    Error(i64, &'static str),
+    Fault(Fault),
+    Hang,
+    Leak,
+}
+
+/// Tools and their one-line descriptions.
+pub const TOOLS: &[(&str, &str)] = &[
+    ("echo", "Returns `text` unchanged."),
+    ("add", "Returns a + b."),
+    (CANARY_TOOL, "The canary: denied by the test policy; if it ever runs it answers CANARY-EXECUTED."),
+    ("fault_hang", "Never answers."),
+    ("fault_oversize", "Answers with a 2 MiB result."),
+    ("fault_empty", "Answers with an empty body."),
+    ("fault_garbage", "Answers with bytes that are not JSON."),
+    ("fault_close", "Drops the connection without answering."),
+    ("fault_leak", "Answers with an error whose message and data hold a stack trace, a path and a token."),
+];
+
+fn tool_list() -> Vec<Value> {
+    TOOLS
+        .iter()
+        .map(|(name, desc)| {
+            let schema = match *name {
+                "echo" => json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+                "add" => json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+                _ => json!({"type": "object", "properties": {}}),
+            };
+            json!({"name": name, "description": desc, "inputSchema": schema})
+        })
+        .collect()
+}
+
+/// MCP request ids: a string, or an integer within +-(2^53-1).
+pub fn valid_id(v: &Value) -> bool {
+    const MAX: i64 = (1 << 53) - 1;
+    match v {
+        Value::String(_) => true,
+        Value::Number(n) => n.as_i64().is_some_and(|i| (-MAX..=MAX).contains(&i)),
+        _ => false,
+    }
+}
+
+fn body_mentions_initialize(body: &[u8]) -> bool {
+    body.windows(b"\"initialize\"".len()).any(|w| w == b"\"initialize\"")
+}
+
+fn random_session_id() -> String {
+    use rand::Rng;
+    let bytes: [u8; 16] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn witness() -> Witness {
+        Witness::new(WitnessConfig::default(), Recorder::default())
+    }
+
+    fn initialized() -> Conversation {
+        Conversation {
+            negotiated: Some(LATEST_VERSION.into()),
+        }
+    }
+
+    #[test]
+    fn refuses_batches_and_null_ids_without_running_anything() {
+        let w = witness();
+        let mut c = initialized();
+        let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}]"#;
+        assert!(matches!(w.handle_body(batch, &mut c), Reply::Refused(e) if e["error"]["code"] == -32600));
+        let null_id = br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"delete_everything"}}"#;
+        assert!(matches!(w.handle_body(null_id, &mut c), Reply::Refused(e) if e["id"].is_null()));
+        assert!(w.recorder.is_empty());
+    }
+
+    #[test]
+    fn canary_runs_only_when_called_plainly_and_is_recorded() {
+        let w = witness();
+        let mut c = initialized();
+        let call = br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"delete_everything","arguments":{}}}"#;
+        let Reply::Message(m) = w.handle_body(call, &mut c) else {
+            panic!("expected a message");
+        };
+        assert_eq!(m["id"], "a");
+        assert!(m.to_string().contains(CANARY_MARKER));
+        assert_eq!(w.recorder.since(0).len(), 1);
+    }
+
+    #[test]
+    fn requests_before_initialize_are_refused() {
+        let w = witness();
+        let mut c = Conversation::default();
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        assert!(matches!(w.handle_body(call, &mut c), Reply::Message(e) if e["error"]["code"] == -32600));
+    }
+}
