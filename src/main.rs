@@ -89,6 +89,9 @@ struct WitnessArgs {
     /// Append every received message and every tool run to FILE as JSON lines.
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Answer HTTP requests with SSE streams (when the client accepts them) instead of JSON.
+    #[arg(long)]
+    sse: bool,
     /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     broken: Vec<Broken>,
@@ -149,6 +152,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         settings: Settings {
             spec_version: args.spec,
             case_timeout: Duration::from_secs(args.case_timeout.max(1)),
+            probe_timeout: Duration::from_secs(args.case_timeout.clamp(1, 5)),
             denied_tool: args.denied_tool,
             allowed_tool: args.allowed_tool,
             ..Settings::default()
@@ -169,6 +173,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
     };
     let config = WitnessConfig {
         broken: args.broken.into_iter().collect(),
+        sse: args.sse,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,1 +1,4 @@
-//! Integration tests.
+//! The integration tests: one binary, one module per area (see each module's docs).
+
+mod broken;
+mod util;

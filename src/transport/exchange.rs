@@ -98,14 +98,16 @@ pub async fn run_case(
     obs
 }
 
-/// The request id and whether the case's body is a request, read from the body's JSON.
-fn request_identity(body: &Body) -> (Option<Value>, bool) {
-    let Some(bytes) = body.to_vec_within(1024 * 1024) else {
-        return (None, true);
+/// Fill in what the case's body says about itself: its id, method, and whether it is a request.
+fn note_request(obs: &mut Observation, body: &Body) {
+    obs.expects_response = true;
+    let Some(bytes) = body.to_vec_within(8 * 1024 * 1024) else {
+        return;
     };
-    match serde_json::from_slice::<Value>(&bytes) {
-        Ok(Value::Object(o)) => (o.get("id").cloned(), o.contains_key("id")),
-        _ => (None, true),
+    if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(&bytes) {
+        obs.request_id = o.get("id").cloned();
+        obs.expects_response = o.contains_key("id");
+        obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
     }
 }
 
@@ -226,7 +228,7 @@ async fn run_http(
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
-    let mut obs = Observation::new();
+    let mut obs = Observation::new(crate::case::TransportKind::Http);
     let deadline = Instant::now() + case.spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
     let spec = &case.spec;
     let hs = match spec.session {
@@ -251,7 +253,7 @@ async fn run_http(
         Wire::Raw(ph.apply(raw).into_bytes())
     } else {
         let body = ph.body(req.body.as_ref());
-        (obs.request_id, obs.expects_response) = request_identity(&body);
+        note_request(&mut obs, &body);
         let mut headers = standard_headers(url, settings, hs.as_ref());
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
@@ -276,6 +278,7 @@ async fn run_http(
                 }
             }
         }
+        obs.request_accept = headers.iter().find(|(k, _)| k == "accept").map(|(_, v)| v.clone());
         Wire::Request {
             method: method.clone(),
             path: req.path.as_ref().map_or_else(|| url.path.clone(), |p| ph.apply(p)),
@@ -373,7 +376,7 @@ async fn run_stdio(
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
-    let mut obs = Observation::new();
+    let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
     let deadline = Instant::now() + spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
     // A per-case witness log, when the command asks for one.
@@ -434,7 +437,7 @@ async fn run_stdio(
     let mark = witness.map(WitnessView::mark);
     let req = &spec.request;
     let mut body = ph.body(req.body.as_ref());
-    (obs.request_id, obs.expects_response) = request_identity(&body);
+    note_request(&mut obs, &body);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
     }

@@ -72,10 +72,15 @@ pub struct HttpSeen {
 /// Everything seen for one case on one transport.
 #[derive(Debug, Clone)]
 pub struct Observation {
+    pub transport: crate::case::TransportKind,
     /// The id of the case's request, when its body is a JSON object with one.
     pub request_id: Option<Value>,
     /// Whether the case's request was a request (has an id), not a notification.
     pub expects_response: bool,
+    /// The JSON-RPC method of the case's message, when its body is an object with one.
+    pub request_method: Option<String>,
+    /// HTTP: the `Accept` header the case's request carried, if any.
+    pub request_accept: Option<String>,
     /// HTTP only.
     pub http: Option<HttpSeen>,
     /// JSON values received for the case: the JSON body, SSE `data` values, stdout lines.
@@ -104,10 +109,13 @@ pub struct Observation {
 }
 
 impl Observation {
-    pub fn new() -> Observation {
+    pub fn new(transport: crate::case::TransportKind) -> Observation {
         Observation {
+            transport,
             request_id: None,
             expects_response: false,
+            request_method: None,
+            request_accept: None,
             http: None,
             messages: Vec::new(),
             garbage: Vec::new(),
@@ -125,8 +133,3 @@ impl Observation {
     }
 }
 
-impl Default for Observation {
-    fn default() -> Self {
-        Observation::new()
-    }
-}

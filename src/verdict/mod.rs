@@ -96,7 +96,13 @@ impl Verdict {
     /// A failure message a reader can act on without the source: every finding with the
     /// acceptable set next to what was observed.
     pub fn explain(&self, case: &Case, obs: &Observation) -> String {
-        let mut out = format!("{}\n  requirements: {}\n", case.spec.title, case.spec.requirements.join(", "));
+        let mut out = format!(
+            "[{}] {}: {}\n  requirements: {}\n",
+            obs.transport.as_str(),
+            case.id,
+            case.spec.title,
+            case.spec.requirements.join(", ")
+        );
         for f in &self.findings {
             let tag = match f.status {
                 Status::Fail => "FAIL",
@@ -329,6 +335,34 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     for problem in shape_problems(obs, &resp) {
         add(Check::Shape, Status::Fail, problem);
     }
+    // An answer comes in a media type the request accepted (RFC 9110 12.5.1; MCP-HTTP-POST-02).
+    if let (Some(h), Some(accept)) = (&obs.http, &obs.request_accept) {
+        if (200..300).contains(&h.status) && h.body_len > 0 {
+            if let Some(ct) = &h.content_type {
+                if !media_accepted(accept, ct) {
+                    add(
+                        Check::Shape,
+                        level_status,
+                        format!("the answer came as {ct}, which the request's Accept ({accept}) does not list"),
+                    );
+                }
+            }
+        }
+    }
+    // initialize never agrees to a version that is not an MCP version (MCP-LIFE-04).
+    if obs.request_method.as_deref() == Some("initialize") {
+        for r in &resp {
+            if let Some(v) = r.get("result").and_then(|x| x.get("protocolVersion")) {
+                if !v.as_str().is_some_and(|v| KNOWN_VERSIONS.contains(&v)) {
+                    add(
+                        Check::Shape,
+                        level_status,
+                        format!("initialize agreed to protocol version {v}, which is not an MCP version"),
+                    );
+                }
+            }
+        }
+    }
     if !obs.garbage.is_empty() {
         let refusal_body = obs.http.as_ref().is_some_and(|h| h.status >= 300);
         if !refusal_body {
@@ -399,6 +433,25 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     }
 
     verdict_base(findings, observed)
+}
+
+/// MCP protocol versions that exist.
+pub const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// Whether `accept` (an Accept header value) admits media type `ct` (lower case, no parameters).
+/// Written here, apart from the witness's own check, so the oracle does not trust the code it
+/// judges.
+pub fn media_accepted(accept: &str, ct: &str) -> bool {
+    let ct_type = ct.split('/').next().unwrap_or("");
+    accept.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            p.split_once('=')
+                .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+        });
+        !refused && (range == ct || range == "*/*" || range == format!("{ct_type}/*"))
+    })
 }
 
 /// Violations of the JSON-RPC and transport rules every answer obeys.

@@ -51,7 +51,8 @@ pub enum Broken {
     LaxHeaders,
     /// No size limit: reads any body or line whole before looking at it.
     Unbounded,
-    /// Crashes on deep nesting (HTTP: the handler dies and drops the connection; stdio: abort).
+    /// Crashes on deep nesting and on messages over 512 KiB (HTTP: the handler dies and drops the
+    /// connection; stdio: the process exits).
     Fragile,
     /// stdio: runs a partial line at EOF and splits lines on a bare CR.
     LaxFraming,
@@ -59,12 +60,23 @@ pub enum Broken {
     Banner,
     /// Puts internal detail (a stack trace, the parser's message with offsets) in error data.
     Leaky,
+    /// Reads the envelope carelessly: member names matched ignoring case (last wins, as in
+    /// CVE-2026-27896), `jsonrpc` unchecked, bad `params` taken as `{}`, `result` beside `method`
+    /// ignored, objects without `method` (even `{}` and empty bodies) accepted as responses.
+    LaxEnvelope,
+    /// `initialize` agrees to whatever version the client asks for.
+    AnyVersion,
+    /// Answers notifications and client responses as if they were requests.
+    ReplyToAll,
 }
 
 /// Witness settings.
 #[derive(Debug, Clone, Default)]
 pub struct WitnessConfig {
     pub broken: BTreeSet<Broken>,
+    /// Answer HTTP requests with an SSE stream (priming event, then the response) instead of
+    /// JSON, when the client accepts it.
+    pub sse: bool,
 }
 
 impl WitnessConfig {
@@ -149,11 +161,14 @@ impl Witness {
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
     pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
-        if self.config.is(Broken::Fragile) && json::nesting_depth(body) > 1000 {
+        if self.config.is(Broken::Fragile) && (body.len() > 512 * 1024 || json::nesting_depth(body) > 1000) {
             return Reply::Crash;
         }
         if self.config.is(Broken::Mute) && !body_mentions_initialize(body) {
             return Reply::Hang;
+        }
+        if self.config.is(Broken::LaxEnvelope) && body.iter().all(u8::is_ascii_whitespace) {
+            return Reply::Accepted;
         }
         let values = if self.config.is(Broken::LaxJson) {
             json::parse_lax(body)
@@ -177,6 +192,7 @@ impl Witness {
 
     fn handle_value(&self, value: Value, conv: &mut Conversation) -> Reply {
         match value {
+            Value::Object(obj) if self.config.is(Broken::LaxEnvelope) => self.handle_object(loosen_envelope(obj), conv),
             Value::Object(obj) => self.handle_object(obj, conv),
             Value::Array(items) if self.config.is(Broken::Batch) => {
                 let mut out = Vec::new();
@@ -227,10 +243,12 @@ impl Witness {
                 // A response from the client: well formed ones are accepted and ignored.
                 let has_result = obj.contains_key("result");
                 let has_error = obj.contains_key("error");
-                return if id.is_some() && has_result != has_error {
-                    Reply::Accepted
+                // A refused response is answered without an id: its id is the client's own.
+                let lax = self.config.is(Broken::LaxEnvelope);
+                return if (id.is_some() && has_result != has_error) || lax {
+                    self.accepted()
                 } else {
-                    invalid("response")
+                    Reply::Refused(self.error(Value::Null, -32600, "Invalid Request", "response"))
                 };
             }
             Some(Value::String(m)) => m.clone(),
@@ -257,7 +275,7 @@ impl Witness {
             if any_id {
                 let _ = self.call(&method, &params, conv);
             }
-            return Reply::Accepted;
+            return self.accepted();
         };
         if conv.negotiated.is_none() && method != "initialize" && method != "ping" {
             return Reply::Message(self.error(id, -32600, "Server not initialized", "no initialize"));
@@ -288,7 +306,7 @@ impl Witness {
                 {
                     return Err(-32602);
                 }
-                let version = if SUPPORTED_VERSIONS.contains(&requested) {
+                let version = if SUPPORTED_VERSIONS.contains(&requested) || self.config.is(Broken::AnyVersion) {
                     requested
                 } else {
                     LATEST_VERSION
@@ -342,6 +360,15 @@ impl Witness {
         })
     }
 
+    /// The answer to an accepted notification or response: nothing (`reply-to-all`: an error).
+    fn accepted(&self) -> Reply {
+        if self.config.is(Broken::ReplyToAll) {
+            Reply::Message(self.error(Value::Null, -32601, "Method not found", "notification"))
+        } else {
+            Reply::Accepted
+        }
+    }
+
     /// A JSON-RPC error envelope. `detail` is internal and appears only in `leaky` mode.
     fn error(&self, id: Value, code: i64, message: &str, detail: &str) -> Value {
         let mut err = json!({"code": code, "message": message});
@@ -388,6 +415,33 @@ fn tool_list() -> Vec<Value> {
             json!({"name": name, "description": desc, "inputSchema": schema})
         })
         .collect()
+}
+
+/// The `lax-envelope` reading: names folded to lower case (last wins), `jsonrpc` forced, bad
+/// `params` replaced by `{}` (their names folded too), `result`/`error` beside `method` dropped.
+fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
+    fn fold(obj: Map<String, Value>) -> Map<String, Value> {
+        let mut out = Map::new();
+        for (k, v) in obj {
+            out.insert(k.to_lowercase(), v);
+        }
+        out
+    }
+    let mut out = fold(obj);
+    out.insert("jsonrpc".into(), Value::String("2.0".into()));
+    if let Some(Value::Number(n)) = out.get("method").cloned() {
+        out.insert("method".into(), Value::String(n.to_string()));
+    }
+    if out.contains_key("method") {
+        out.remove("result");
+        out.remove("error");
+        let params = match out.remove("params") {
+            Some(Value::Object(p)) => fold(p),
+            _ => Map::new(),
+        };
+        out.insert("params".into(), Value::Object(params));
+    }
+    out
 }
 
 /// MCP request ids: a string, or an integer within +-(2^53-1).

@@ -1,0 +1,140 @@
+//! Every case can fail: the catalogue against deliberately wrong witnesses.
+//!
+//! Each broken mode of the witness is one bug class real servers have. For each mode the exact
+//! set of trials that fail (or warn) is a snapshot under `tests/expect/broken/`; a change in the
+//! set fails the test (refresh with `UPDATE_EXPECT=1` after reading the diff). A last test checks
+//! that every applicable (case, transport) pair fails under at least one mode: a case that no
+//! wrong server can fail is a defect.
+
+use crate::util::{run_with_report, stdio_witness_command, HttpWitness};
+use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+const MODES: &[&str] = &[
+    "batch",
+    "crash500",
+    "any-id",
+    "no-origin",
+    "mute",
+    "lax-json",
+    "lax-headers",
+    "unbounded",
+    "fragile",
+    "lax-framing",
+    "banner",
+    "leaky",
+    "lax-envelope",
+    "any-version",
+    "reply-to-all",
+];
+
+/// Modes that fail (nearly) every case whatever it checks: they prove the runner notices
+/// silence and stdout noise, not that a case catches its own bug class.
+const BLANKET: &[&str] = &["mute", "banner"];
+
+fn expect_path(mode: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/expect/broken/{mode}.txt"))
+}
+
+/// Lines `transport id verdict` for every trial that did not pass.
+fn failing(mode: &str) -> Vec<String> {
+    let broken = [mode];
+    // A mute server never answers: short deadlines and many threads keep this run short; every
+    // case fails whatever the machine's speed, since nothing ever comes back.
+    let (timeout, threads) = if mode == "mute" { ("1", "16") } else { ("10", "2") };
+    let witness = HttpWitness::start(&broken, None);
+    let mut lines = Vec::new();
+    let stdio_cmd = stdio_witness_command(&broken);
+    for args in [
+        vec!["--http", witness.url.as_str()],
+        vec!["--stdio", stdio_cmd.as_str()],
+    ] {
+        let mut args = args;
+        args.extend(["--case-timeout", timeout]);
+        let (_, report) = run_with_report(&args, &["--test-threads", threads]);
+        for t in report.results {
+            if t.verdict == "fail" || t.verdict == "warn" {
+                lines.push(format!("{} {} {}", t.transport, t.id, t.verdict));
+            }
+        }
+    }
+    lines.sort();
+    lines
+}
+
+fn check_mode(mode: &str) {
+    let got = failing(mode).join("\n") + "\n";
+    let path = expect_path(mode);
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, &got).expect("write the snapshot");
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    if got != want {
+        let g: BTreeSet<&str> = got.lines().collect();
+        let w: BTreeSet<&str> = want.lines().collect();
+        panic!(
+            "broken mode `{mode}`: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
+            path.display(),
+            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
+            w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
+        );
+    }
+}
+
+macro_rules! broken_mode {
+    ($($name:ident => $mode:literal),* $(,)?) => {
+        $(#[test]
+        fn $name() {
+            check_mode($mode);
+        })*
+    };
+}
+
+broken_mode! {
+    executes_batches => "batch",
+    answers_500_with_stack_trace => "crash500",
+    accepts_any_id => "any-id",
+    ignores_origin => "no-origin",
+    never_answers => "mute",
+    parses_json_leniently => "lax-json",
+    ignores_transport_headers => "lax-headers",
+    has_no_size_limit => "unbounded",
+    crashes_on_deep_nesting => "fragile",
+    frames_stdio_leniently => "lax-framing",
+    prints_a_banner => "banner",
+    leaks_internals => "leaky",
+    reads_the_envelope_carelessly => "lax-envelope",
+    agrees_to_any_version => "any-version",
+    answers_notifications => "reply-to-all",
+}
+
+/// Every case that applies somewhere fails under at least one targeted broken mode (not only
+/// under a blanket one), on every transport it applies to.
+#[test]
+fn every_case_can_fail() {
+    let mut caught: BTreeSet<(String, String)> = BTreeSet::new();
+    for mode in MODES.iter().filter(|m| !BLANKET.contains(m)) {
+        let text = std::fs::read_to_string(expect_path(mode)).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            if let (Some(t), Some(id)) = (parts.next(), parts.next()) {
+                caught.insert((t.to_string(), id.to_string()));
+            }
+        }
+    }
+    let cat = Catalogue::embedded().expect("the catalogue loads");
+    let mut never = Vec::new();
+    for case in &cat.cases {
+        for t in TransportKind::ALL {
+            let applies = case.applies_to_transport(t)
+                && case.applies_to_profile(Profile::Server)
+                && case.applies_to_version("2025-11-25");
+            if applies && !caught.contains(&(t.as_str().to_string(), case.id.clone())) {
+                never.push(format!("{} {}", t.as_str(), case.id));
+            }
+        }
+    }
+    assert!(never.is_empty(), "cases no broken witness fails:\n  {}", never.join("\n  "));
+}

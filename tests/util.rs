@@ -1,0 +1,101 @@
+//! Fixtures shared by the integration tests: the built binary, witness processes that are killed
+//! when dropped, and JSON reports.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The `mcp-gauntlet` binary cargo built for these tests.
+pub fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("mcp-gauntlet")
+}
+
+/// A witness served over HTTP by a child process, killed on drop.
+pub struct HttpWitness {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpWitness {
+    pub fn start(broken: &[&str], log: Option<&Path>) -> HttpWitness {
+        let mut cmd = Command::new(bin());
+        cmd.args(["witness", "--http", "127.0.0.1:0"]);
+        if !broken.is_empty() {
+            cmd.arg("--broken").arg(broken.join(","));
+        }
+        if let Some(log) = log {
+            cmd.arg("--log").arg(log);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the witness");
+        let stdout = child.stdout.take().expect("witness stdout");
+        let mut first = String::new();
+        BufReader::new(stdout).read_line(&mut first).expect("read the witness's first line");
+        let url = first
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
+            .to_string();
+        HttpWitness { child, url }
+    }
+}
+
+impl Drop for HttpWitness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The stdio command that starts a witness with `broken` modes.
+pub fn stdio_witness_command(broken: &[&str]) -> String {
+    let mut cmd = format!("{} witness --stdio", shell_words::quote(&bin().to_string_lossy()));
+    if !broken.is_empty() {
+        cmd.push_str(&format!(" --broken {}", broken.join(",")));
+    }
+    cmd
+}
+
+/// One trial of a JSON report.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Trial {
+    pub id: String,
+    pub transport: String,
+    pub verdict: String,
+    #[serde(default)]
+    pub findings: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct Report {
+    pub format: String,
+    pub results: Vec<Trial>,
+}
+
+/// Run `mcp-gauntlet run ARGS --report FILE` and return (exit code, report).
+pub fn run_with_report(args: &[&str], libtest: &[&str]) -> (i32, Report) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report.json");
+    let out = Command::new(bin())
+        .arg("run")
+        .args(args)
+        .arg("--report")
+        .arg(&report)
+        .arg("--")
+        .args(libtest)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mcp-gauntlet");
+    let text = std::fs::read_to_string(&report).unwrap_or_else(|_| {
+        panic!(
+            "no report; stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let parsed: Report = serde_json::from_str(&text).expect("report parses");
+    (out.status.code().unwrap_or(-1), parsed)
+}
