@@ -33,6 +33,13 @@ const MODES: &[&str] = &[
 /// silence and stdout noise, not that a case catches its own bug class.
 const BLANKET: &[&str] = &["mute", "banner"];
 
+/// Cases only a blanket mode fails, and why no targeted mode is built for them.
+const BLANKET_ONLY: &[(&str, &str)] = &[(
+    "stdio stdio/crlf-terminated-ping",
+    "a positive control: it fails against a server that refuses CRLF framing; no SDK does that \
+     (TS and rmcp strip the CR), so no witness mode imitates it",
+)];
+
 fn expect_path(mode: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/expect/broken/{mode}.txt"))
 }
@@ -114,16 +121,18 @@ broken_mode! {
 /// under a blanket one), on every transport it applies to.
 #[test]
 fn every_case_can_fail() {
-    let mut caught: BTreeSet<(String, String)> = BTreeSet::new();
-    for mode in MODES.iter().filter(|m| !BLANKET.contains(m)) {
-        let text = std::fs::read_to_string(expect_path(mode)).unwrap_or_default();
-        for line in text.lines() {
-            let mut parts = line.split(' ');
-            if let (Some(t), Some(id)) = (parts.next(), parts.next()) {
-                caught.insert((t.to_string(), id.to_string()));
-            }
-        }
-    }
+    let caught_by = |modes: &mut dyn Iterator<Item = &&str>| -> BTreeSet<String> {
+        modes
+            .flat_map(|mode| {
+                let text = std::fs::read_to_string(expect_path(mode)).unwrap_or_default();
+                text.lines()
+                    .map(|l| l.rsplit_once(' ').map_or(l, |(key, _verdict)| key).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let targeted = caught_by(&mut MODES.iter().filter(|m| !BLANKET.contains(m)));
+    let blanket = caught_by(&mut BLANKET.iter());
     let cat = Catalogue::embedded().expect("the catalogue loads");
     let mut never = Vec::new();
     for case in &cat.cases {
@@ -131,10 +140,12 @@ fn every_case_can_fail() {
             let applies = case.applies_to_transport(t)
                 && case.applies_to_profile(Profile::Server)
                 && case.applies_to_version("2025-11-25");
-            if applies && !caught.contains(&(t.as_str().to_string(), case.id.clone())) {
-                never.push(format!("{} {}", t.as_str(), case.id));
+            let key = format!("{} {}", t.as_str(), case.id);
+            let excused = BLANKET_ONLY.iter().any(|(k, _)| *k == key) && blanket.contains(&key);
+            if applies && !targeted.contains(&key) && !excused {
+                never.push(key);
             }
         }
     }
-    assert!(never.is_empty(), "cases no broken witness fails:\n  {}", never.join("\n  "));
+    assert!(never.is_empty(), "cases no targeted broken witness fails:\n  {}", never.join("\n  "));
 }

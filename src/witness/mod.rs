@@ -51,8 +51,8 @@ pub enum Broken {
     LaxHeaders,
     /// No size limit: reads any body or line whole before looking at it.
     Unbounded,
-    /// Crashes on deep nesting and on messages over 512 KiB (HTTP: the handler dies and drops the
-    /// connection; stdio: the process exits).
+    /// Crashes on deep nesting, on messages over 512 KiB and on empty stdio lines (HTTP: the
+    /// handler dies and drops the connection; stdio: the process exits).
     Fragile,
     /// stdio: runs a partial line at EOF and splits lines on a bare CR.
     LaxFraming,
@@ -420,14 +420,18 @@ fn tool_list() -> Vec<Value> {
 /// The `lax-envelope` reading: names folded to lower case (last wins), `jsonrpc` forced, bad
 /// `params` replaced by `{}` (their names folded too), `result`/`error` beside `method` dropped.
 fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
-    fn fold(obj: Map<String, Value>) -> Map<String, Value> {
+    /// Member names matched ignoring case onto the protocol's spelling; the last one wins.
+    fn fold(obj: Map<String, Value>, known: &[&str]) -> Map<String, Value> {
         let mut out = Map::new();
         for (k, v) in obj {
-            out.insert(k.to_lowercase(), v);
+            let name = known.iter().find(|n| n.eq_ignore_ascii_case(&k)).map_or(k, |n| n.to_string());
+            out.insert(name, v);
         }
         out
     }
-    let mut out = fold(obj);
+    const ENVELOPE: &[&str] = &["jsonrpc", "id", "method", "params", "result", "error"];
+    const PARAMS: &[&str] = &["name", "arguments", "protocolVersion", "capabilities", "clientInfo", "_meta"];
+    let mut out = fold(obj, ENVELOPE);
     out.insert("jsonrpc".into(), Value::String("2.0".into()));
     if let Some(Value::Number(n)) = out.get("method").cloned() {
         out.insert("method".into(), Value::String(n.to_string()));
@@ -436,7 +440,7 @@ fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
         out.remove("result");
         out.remove("error");
         let params = match out.remove("params") {
-            Some(Value::Object(p)) => fold(p),
+            Some(Value::Object(p)) => fold(p, PARAMS),
             _ => Map::new(),
         };
         out.insert("params".into(), Value::Object(params));
