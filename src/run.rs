@@ -210,7 +210,16 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             trials.push(
                 Trial::test(name, move || {
                     if Instant::now() > global_deadline {
-                        return Err(Failed::from("the run's total deadline passed before this case started"));
+                        let msg = "the run's total deadline passed before this case started";
+                        let mut record = Record::new(&case, lane.transport, None, 0);
+                        record.verdict = "fail".into();
+                        record.findings.push(verdict::Finding {
+                            check: verdict::Check::Setup,
+                            status: Status::Fail,
+                            message: msg.into(),
+                        });
+                        collector.push(record);
+                        return Err(Failed::from(msg));
                     }
                     let check_alive = case.expectation(strict || profile == Profile::Gate).alive.unwrap_or(true);
                     let obs = rt.block_on(async {

@@ -2,3 +2,6 @@
 
 mod broken;
 mod util;
+mod catalogue;
+mod hostile;
+mod cli;

@@ -18,14 +18,21 @@ pub struct HttpWitness {
 
 impl HttpWitness {
     pub fn start(broken: &[&str], log: Option<&Path>) -> HttpWitness {
-        let mut cmd = Command::new(bin());
-        cmd.args(["witness", "--http", "127.0.0.1:0"]);
+        let mut args: Vec<String> = Vec::new();
         if !broken.is_empty() {
-            cmd.arg("--broken").arg(broken.join(","));
+            args.extend(["--broken".into(), broken.join(",")]);
         }
         if let Some(log) = log {
-            cmd.arg("--log").arg(log);
+            args.extend(["--log".into(), log.display().to_string()]);
         }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        HttpWitness::start_with(&refs)
+    }
+
+    /// A witness with extra command-line arguments.
+    pub fn start_with(extra: &[&str]) -> HttpWitness {
+        let mut cmd = Command::new(bin());
+        cmd.args(["witness", "--http", "127.0.0.1:0"]).args(extra);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1,0 +1,151 @@
+//! A hostile endpoint cannot hang or exhaust the runner: every read is capped and every wait ends
+//! at a deadline. The servers here misbehave on purpose; the assertions are about what the runner
+//! reports, never about how fast it was.
+
+use mcp_gauntlet::case::{parse_case, Case, Source};
+use mcp_gauntlet::transport::exchange::{run_case, Endpoint, Settings};
+use mcp_gauntlet::transport::http::HttpUrl;
+use mcp_gauntlet::transport::{Ending, Observation};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn ping_case(session: &str) -> Case {
+    let text = format!(
+        r#"{{"title": "ping", "requirements": ["MCP-UTIL-01"], "session": "{session}",
+            "request": {{"body": {{"json": {{"jsonrpc": "2.0", "id": 1, "method": "ping"}}}}}},
+            "expect": {{"outcome": "accept"}}}}"#
+    );
+    Case {
+        id: "hostile/ping".into(),
+        spec: parse_case("hostile.json", &text).expect("valid case"),
+        source: Source::Embedded,
+    }
+}
+
+fn quick() -> Settings {
+    Settings {
+        case_timeout: Duration::from_millis(500),
+        probe_timeout: Duration::from_millis(500),
+        ..Settings::default()
+    }
+}
+
+/// Serve every connection with `answer` (after reading the request head) on 127.0.0.1.
+async fn hostile_http<F, Fut>(answer: F) -> HttpUrl
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answer = std::sync::Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                answer(s).await;
+            });
+        }
+    });
+    HttpUrl::parse(&format!("http://{addr}/mcp")).unwrap()
+}
+
+async fn run_http(url: HttpUrl) -> Observation {
+    run_case(&ping_case("none"), &Endpoint::Http(url), &quick(), None, true).await
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out() {
+    let url = hostile_http(|s| async move {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(s);
+    })
+    .await;
+    let obs = run_http(url).await;
+    assert_eq!(obs.ending, Ending::TimedOut);
+    assert_eq!(obs.alive, Some(false));
+}
+
+#[tokio::test]
+async fn an_endless_body_is_cut_at_the_cap_or_the_deadline() {
+    let url = hostile_http(|mut s| async move {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n").await;
+        let chunk = vec![b'x'; 65536];
+        while s.write_all(&chunk).await.is_ok() {}
+    })
+    .await;
+    let obs = run_http(url).await;
+    let h = obs.http.expect("a head arrived");
+    assert!(h.truncated || h.timed_out, "{h:?}");
+    assert!(h.body_len <= 16 * 1024 * 1024);
+}
+
+#[tokio::test]
+async fn megabytes_of_headers_are_refused() {
+    let url = hostile_http(|mut s| async move {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\n").await;
+        while s.write_all(b"x-padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n").await.is_ok() {}
+    })
+    .await;
+    let obs = run_http(url).await;
+    assert!(obs.http.is_none());
+    assert_ne!(obs.ending, Ending::Answered);
+}
+
+#[tokio::test]
+async fn an_endless_event_stream_without_a_response_ends_at_the_deadline() {
+    let url = hostile_http(|mut s| async move {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n").await;
+        loop {
+            if s.write_all(b": keep-alive\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let obs = run_http(url).await;
+    let h = obs.http.expect("a head arrived");
+    assert!(h.timed_out);
+    assert!(obs.messages.iter().all(|m| m.get("result").is_none()));
+}
+
+#[tokio::test]
+async fn a_body_that_never_finishes_ends_at_the_deadline() {
+    let url = hostile_http(|mut s| async move {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"jsonrpc\"").await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+    .await;
+    let obs = run_http(url).await;
+    assert!(obs.http.expect("a head arrived").timed_out);
+}
+
+async fn run_stdio(command: &str) -> Observation {
+    let endpoint = Endpoint::Stdio {
+        command: command.into(),
+        log_dir: None,
+    };
+    run_case(&ping_case("initialized"), &endpoint, &quick(), None, true).await
+}
+
+#[tokio::test]
+async fn a_stdio_server_printing_without_newlines_is_cut_off() {
+    let obs = run_stdio("sh -c 'while :; do printf xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done'").await;
+    assert!(obs.setup_error.is_some());
+}
+
+#[tokio::test]
+async fn a_stdio_server_that_never_reads_is_cut_off() {
+    let obs = run_stdio("sleep 60").await;
+    assert!(obs.setup_error.is_some());
+}
+
+#[tokio::test]
+async fn a_stdio_server_that_cannot_start_is_unreachable() {
+    let obs = run_stdio("/nonexistent/mcp-server").await;
+    assert!(matches!(obs.ending, Ending::Unreachable(_)));
+}
