@@ -13,7 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
-#[command(name = "mcp-gauntlet", version, about = "Hostile-input conformance suite for MCP transports (Streamable HTTP and stdio).")]
+#[command(
+    name = "mcp-gauntlet",
+    version,
+    about = "Hostile-input conformance suite for MCP transports (Streamable HTTP and stdio)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -110,7 +114,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::SUCCESS });
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
         }
     };
     let result = match cli.command.unwrap_or(Command::Run(RunArgs {
@@ -163,12 +171,17 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         self_exe: None,
     };
     let outcome = run::run(opts)?;
-    Ok(if outcome.failed { exit::CASES_FAILED } else { exit::SUCCESS })
+    Ok(if outcome.failed {
+        exit::CASES_FAILED
+    } else {
+        exit::SUCCESS
+    })
 }
 
 fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
     let recorder = match &args.log {
-        Some(path) => Recorder::with_log(path).with_context(|| format!("cannot open the log {}", path.display()))?,
+        Some(path) => Recorder::with_log(path)
+            .with_context(|| format!("cannot open the log {}", path.display()))?,
         None => Recorder::default(),
     };
     let config = WitnessConfig {

@@ -40,8 +40,13 @@ pub enum Target {
     /// The embedded default: the witness, in-process over HTTP and as a child process over stdio.
     #[default]
     Embedded,
-    Http { url: String, witness_log: Option<PathBuf> },
-    Stdio { command: String },
+    Http {
+        url: String,
+        witness_log: Option<PathBuf>,
+    },
+    Stdio {
+        command: String,
+    },
 }
 
 /// Options of `run`.
@@ -93,9 +98,15 @@ struct Lane {
 
 /// Parse `--header 'Name: value'`.
 pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
-    let (k, v) = h.split_once(':').ok_or_else(|| RunError::BadHeader("(redacted)".into()))?;
+    let (k, v) = h
+        .split_once(':')
+        .ok_or_else(|| RunError::BadHeader("(redacted)".into()))?;
     let k = k.trim();
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+    if k.is_empty()
+        || !k
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
         return Err(RunError::BadHeader(k.to_string()));
     }
     Ok((k.to_string(), v.trim().to_string()))
@@ -111,7 +122,11 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     for h in &opts.headers {
         settings.extra_headers.push(parse_header(h)?);
     }
-    let secrets: Vec<String> = settings.extra_headers.iter().map(|(_, v)| v.clone()).collect();
+    let secrets: Vec<String> = settings
+        .extra_headers
+        .iter()
+        .map(|(_, v)| v.clone())
+        .collect();
 
     let rt = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
@@ -153,7 +168,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             let recorder = Recorder::default();
             let w = Arc::new(Witness::new(WitnessConfig::default(), recorder.clone()));
             let (addr, _server) = rt
-                .block_on(witness::http::spawn("127.0.0.1:0".parse().map_err(|_| RunError::Setup(std::io::Error::other("address")))?, w))
+                .block_on(witness::http::spawn(
+                    "127.0.0.1:0"
+                        .parse()
+                        .map_err(|_| RunError::Setup(std::io::Error::other("address")))?,
+                    w,
+                ))
                 .map_err(RunError::Witness)?;
             let url = HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?;
             let exe = match &opts.self_exe {
@@ -201,11 +221,21 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             let kind = lane.transport.as_str();
             if !applies {
                 collector.push(Record::new(&case, lane.transport, None, 0));
-                trials.push(Trial::test(name, || Ok(())).with_kind(kind).with_ignored_flag(true));
+                trials.push(
+                    Trial::test(name, || Ok(()))
+                        .with_kind(kind)
+                        .with_ignored_flag(true),
+                );
                 continue;
             }
-            let (rt, lane, settings, collector, secrets, serial) =
-                (rt.clone(), lane.clone(), settings.clone(), collector.clone(), secrets.clone(), serial.clone());
+            let (rt, lane, settings, collector, secrets, serial) = (
+                rt.clone(),
+                lane.clone(),
+                settings.clone(),
+                collector.clone(),
+                secrets.clone(),
+                serial.clone(),
+            );
             let (profile, strict) = (opts.profile, opts.strict);
             trials.push(
                 Trial::test(name, move || {
@@ -221,13 +251,23 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         collector.push(record);
                         return Err(Failed::from(msg));
                     }
-                    let check_alive = case.expectation(strict || profile == Profile::Gate).alive.unwrap_or(true);
+                    let check_alive = case
+                        .expectation(strict || profile == Profile::Gate)
+                        .alive
+                        .unwrap_or(true);
                     let obs = rt.block_on(async {
                         let _guard = match &lane.witness {
                             Some(_) => Some(serial.lock().await),
                             None => None,
                         };
-                        exchange::run_case(&case, &lane.endpoint, &settings, lane.witness.as_ref(), check_alive).await
+                        exchange::run_case(
+                            &case,
+                            &lane.endpoint,
+                            &settings,
+                            lane.witness.as_ref(),
+                            check_alive,
+                        )
+                        .await
                     });
                     let ctx = Context {
                         profile,
@@ -235,10 +275,20 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         transport: lane.transport,
                         secrets,
                         codes: settings.codes,
-                        method: case.spec.request.method.clone().unwrap_or_else(|| "POST".into()),
+                        method: case
+                            .spec
+                            .request
+                            .method
+                            .clone()
+                            .unwrap_or_else(|| "POST".into()),
                     };
                     let v = verdict::judge(&case, &obs, &ctx);
-                    collector.push(Record::new(&case, lane.transport, Some(&v), obs.elapsed.as_millis() as u64));
+                    collector.push(Record::new(
+                        &case,
+                        lane.transport,
+                        Some(&v),
+                        obs.elapsed.as_millis() as u64,
+                    ));
                     match v.status {
                         Status::Fail => Err(Failed::from(v.explain(&case, &obs))),
                         Status::Warn | Status::Pass => Ok(()),
@@ -249,7 +299,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         }
     }
 
-    let args = Arguments::from_iter(std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()));
+    let args = Arguments::from_iter(
+        std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()),
+    );
     let listing = args.list;
     let conclusion = libtest_mimic::run(&args, trials);
     let records = collector.records();
@@ -263,9 +315,11 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             spec: settings.spec_version.clone(),
             strict: opts.strict,
         };
-        std::fs::write(path, report::json_report(&info, &records)).map_err(|source| RunError::Write {
-            path: path.display().to_string(),
-            source,
+        std::fs::write(path, report::json_report(&info, &records)).map_err(|source| {
+            RunError::Write {
+                path: path.display().to_string(),
+                source,
+            }
         })?;
     }
     Ok(RunOutcome {

@@ -49,7 +49,11 @@ fn failing(mode: &str) -> Vec<String> {
     let broken = [mode];
     // A mute server never answers: short deadlines and many threads keep this run short; every
     // case fails whatever the machine's speed, since nothing ever comes back.
-    let (timeout, threads) = if mode == "mute" { ("1", "16") } else { ("10", "2") };
+    let (timeout, threads) = if mode == "mute" {
+        ("1", "16")
+    } else {
+        ("10", "2")
+    };
     let witness = HttpWitness::start(&broken, None);
     let mut lines = Vec::new();
     let stdio_cmd = stdio_witness_command(&broken);
@@ -126,7 +130,11 @@ fn every_case_can_fail() {
             .flat_map(|mode| {
                 let text = std::fs::read_to_string(expect_path(mode)).unwrap_or_default();
                 text.lines()
-                    .map(|l| l.rsplit_once(' ').map_or(l, |(key, _verdict)| key).to_string())
+                    .map(|l| {
+                        l.rsplit_once(' ')
+                            .map_or(l, |(key, _verdict)| key)
+                            .to_string()
+                    })
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -147,5 +155,9 @@ fn every_case_can_fail() {
             }
         }
     }
-    assert!(never.is_empty(), "cases no targeted broken witness fails:\n  {}", never.join("\n  "));
+    assert!(
+        never.is_empty(),
+        "cases no targeted broken witness fails:\n  {}",
+        never.join("\n  ")
+    );
 }

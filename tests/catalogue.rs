@@ -1,7 +1,9 @@
 //! The catalogue as data: it loads, cites known requirements, narrows with `strict`, and the
 //! loader refuses bad files with the right kind of error at the right place.
 
-use mcp_gauntlet::case::{self, parse_case, CaseError, Catalogue, CodePattern, OneOrMany, Profile, TransportKind};
+use mcp_gauntlet::case::{
+    self, parse_case, CaseError, Catalogue, CodePattern, OneOrMany, Profile, TransportKind,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[test]
@@ -10,10 +12,24 @@ fn embedded_catalogue_loads_with_at_least_sixty_cases() {
     assert!(cat.cases.len() >= 60, "only {} cases", cat.cases.len());
     let mut families: BTreeMap<&str, usize> = BTreeMap::new();
     for c in &cat.cases {
-        *families.entry(c.id.split('/').next().unwrap_or("")).or_default() += 1;
+        *families
+            .entry(c.id.split('/').next().unwrap_or(""))
+            .or_default() += 1;
         assert!(c.id.contains('/'), "{} is not in a family folder", c.id);
     }
-    for family in ["batch", "primitive", "empty", "malformed", "encoding", "envelope", "oversize", "nesting", "headers", "stdio", "lifecycle"] {
+    for family in [
+        "batch",
+        "primitive",
+        "empty",
+        "malformed",
+        "encoding",
+        "envelope",
+        "oversize",
+        "nesting",
+        "headers",
+        "stdio",
+        "lifecycle",
+    ] {
         assert!(families.contains_key(family), "no case in family {family}");
     }
     assert!(families["malformed"] >= 12);
@@ -27,7 +43,10 @@ fn requirement_catalogue_holds_every_id_once() {
     for (k, r) in reqs {
         assert_eq!(k, &r.id);
         assert!(id.is_match(k), "{k}");
-        assert!(!r.summary.is_empty() && !r.source.is_empty() && !r.level.is_empty(), "{k}");
+        assert!(
+            !r.summary.is_empty() && !r.source.is_empty() && !r.level.is_empty(),
+            "{k}"
+        );
     }
 }
 
@@ -40,16 +59,34 @@ fn set<T: Clone>(v: &Option<OneOrMany<T>>) -> Option<Vec<T>> {
 fn strict_sets_are_subsets() {
     let cat = Catalogue::embedded().unwrap();
     for c in &cat.cases {
-        let Some(strict) = &c.spec.strict else { continue };
+        let Some(strict) = &c.spec.strict else {
+            continue;
+        };
         let lenient = &c.spec.expect;
         if let (Some(s), Some(l)) = (set(&strict.outcome), set(&lenient.outcome)) {
-            assert!(s.iter().all(|o| l.contains(o)), "{}: strict outcome widens", c.id);
+            assert!(
+                s.iter().all(|o| l.contains(o)),
+                "{}: strict outcome widens",
+                c.id
+            );
         }
         if let (Some(s), Some(l)) = (set(&strict.error_code), set(&lenient.error_code)) {
             let ints = |v: &[CodePattern]| -> BTreeSet<i64> {
-                v.iter().filter_map(|c| if let CodePattern::Code(c) = c { Some(*c) } else { None }).collect()
+                v.iter()
+                    .filter_map(|c| {
+                        if let CodePattern::Code(c) = c {
+                            Some(*c)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect()
             };
-            assert!(ints(&s).is_subset(&ints(&l)), "{}: strict error_code widens", c.id);
+            assert!(
+                ints(&s).is_subset(&ints(&l)),
+                "{}: strict error_code widens",
+                c.id
+            );
         }
         if let (Some(s), Some(l)) = (set(&strict.http_status), set(&lenient.http_status)) {
             for p in &s {
@@ -57,7 +94,11 @@ fn strict_sets_are_subsets() {
                     case::StatusPattern::Code(c) => *c,
                     case::StatusPattern::Class(_) => continue,
                 };
-                assert!(l.iter().any(|lp| lp.matches(code)), "{}: strict status {code} widens", c.id);
+                assert!(
+                    l.iter().any(|lp| lp.matches(code)),
+                    "{}: strict status {code} widens",
+                    c.id
+                );
             }
         }
     }
@@ -67,8 +108,12 @@ fn strict_sets_are_subsets() {
 #[test]
 fn every_case_is_reachable() {
     for c in &Catalogue::embedded().unwrap().cases {
-        let reachable = TransportKind::ALL.iter().any(|t| c.applies_to_transport(*t))
-            && [Profile::Server, Profile::Gate].iter().any(|p| c.applies_to_profile(*p));
+        let reachable = TransportKind::ALL
+            .iter()
+            .any(|t| c.applies_to_transport(*t))
+            && [Profile::Server, Profile::Gate]
+                .iter()
+                .any(|p| c.applies_to_profile(*p));
         assert!(reachable, "{} applies nowhere", c.id);
     }
 }
@@ -87,7 +132,10 @@ fn loader_accepts_a_minimal_case() {
 
 #[test]
 fn unknown_key_is_a_syntax_error_at_its_line() {
-    let text = GOOD.replace("\"title\": \"t\",", "\"title\": \"t\",\n  \"titel\": \"typo\",");
+    let text = GOOD.replace(
+        "\"title\": \"t\",",
+        "\"title\": \"t\",\n  \"titel\": \"typo\",",
+    );
     match parse_case("x.json", &text) {
         Err(CaseError::Syntax { line, .. }) => assert_eq!(line, 3),
         other => panic!("expected a syntax error, got {other:?}"),
@@ -98,7 +146,9 @@ fn unknown_key_is_a_syntax_error_at_its_line() {
 fn unknown_requirement_is_reported_at_its_position() {
     let text = GOOD.replace("MCP-MSG-01", "MCP-MSG-99");
     match parse_case("x.json", &text) {
-        Err(CaseError::UnknownRequirement { id, line, column, .. }) => {
+        Err(CaseError::UnknownRequirement {
+            id, line, column, ..
+        }) => {
             assert_eq!((id.as_str(), line, column), ("MCP-MSG-99", 3, 20));
         }
         other => panic!("expected an unknown requirement, got {other:?}"),
@@ -108,30 +158,60 @@ fn unknown_requirement_is_reported_at_its_position() {
 #[test]
 fn unknown_placeholder_is_refused() {
     let text = GOOD.replace("\"ping\"", "\"{{denied_tol}}\"");
-    assert!(matches!(parse_case("x.json", &text), Err(CaseError::UnknownPlaceholder { .. })));
+    assert!(matches!(
+        parse_case("x.json", &text),
+        Err(CaseError::UnknownPlaceholder { .. })
+    ));
 }
 
 #[test]
 fn structural_mistakes_are_invalid() {
     for (from, to) in [
-        (r#""expect": {"outcome": "accept"}"#, r#""expect": {"http_status": 200}"#),
-        (r#""expect": {"outcome": "accept"}"#, r#""expect": {"outcome": []}"#),
-        (r#""expect": {"outcome": "accept"}"#, r#""expect": {"outcome": "accept", "http_status": "4x"}"#),
-        (r#""expect": {"outcome": "accept"}"#, r#""expect": {"outcome": "accept", "leak": true}"#),
-        (r#"{"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}"#, r#"{"base64": "!!"}"#),
+        (
+            r#""expect": {"outcome": "accept"}"#,
+            r#""expect": {"http_status": 200}"#,
+        ),
+        (
+            r#""expect": {"outcome": "accept"}"#,
+            r#""expect": {"outcome": []}"#,
+        ),
+        (
+            r#""expect": {"outcome": "accept"}"#,
+            r#""expect": {"outcome": "accept", "http_status": "4x"}"#,
+        ),
+        (
+            r#""expect": {"outcome": "accept"}"#,
+            r#""expect": {"outcome": "accept", "leak": true}"#,
+        ),
+        (
+            r#"{"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}"#,
+            r#"{"base64": "!!"}"#,
+        ),
         (r#""requirements": ["MCP-MSG-01"]"#, r#""requirements": []"#),
-        (r#""request": {"#, r#""request": {"raw_http": "GET / HTTP/1.1\r\n\r\n", "#),
+        (
+            r#""request": {"#,
+            r#""request": {"raw_http": "GET / HTTP/1.1\r\n\r\n", "#,
+        ),
     ] {
         let text = GOOD.replace(from, to);
         assert_ne!(text, GOOD, "replacement of {from} did not apply");
         assert!(
-            matches!(parse_case("x.json", &text), Err(CaseError::Invalid { .. }) | Err(CaseError::Syntax { .. })),
+            matches!(
+                parse_case("x.json", &text),
+                Err(CaseError::Invalid { .. }) | Err(CaseError::Syntax { .. })
+            ),
             "{to} should be refused"
         );
     }
     // Two body kinds at once.
-    let two = GOOD.replace(r#"{"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}"#, r#"{"json": 1, "text": "x"}"#);
-    assert!(matches!(parse_case("x.json", &two), Err(CaseError::Syntax { .. })));
+    let two = GOOD.replace(
+        r#"{"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}"#,
+        r#"{"json": 1, "text": "x"}"#,
+    );
+    assert!(matches!(
+        parse_case("x.json", &two),
+        Err(CaseError::Syntax { .. })
+    ));
 }
 
 #[test]
@@ -143,5 +223,8 @@ fn extra_case_folders_add_cases_and_refuse_duplicates() {
     let before = cat.cases.len();
     assert_eq!(cat.add_dir(dir.path()).unwrap(), 1);
     assert_eq!(cat.cases.len(), before + 1);
-    assert!(matches!(cat.add_dir(dir.path()), Err(CaseError::Duplicate { .. })));
+    assert!(matches!(
+        cat.add_dir(dir.path()),
+        Err(CaseError::Duplicate { .. })
+    ));
 }

@@ -13,8 +13,19 @@ fn assert_all_pass(report: &crate::util::Report) {
         .filter(|t| t.verdict == "fail" || t.verdict == "warn")
         .map(|t| format!("{} {} {:?}", t.transport, t.id, t.findings))
         .collect();
-    assert!(bad.is_empty(), "the witness must pass its own catalogue:\n{}", bad.join("\n"));
-    assert!(report.results.iter().filter(|t| t.verdict == "pass").count() >= 60);
+    assert!(
+        bad.is_empty(),
+        "the witness must pass its own catalogue:\n{}",
+        bad.join("\n")
+    );
+    assert!(
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict == "pass")
+            .count()
+            >= 60
+    );
 }
 
 #[test]
@@ -43,24 +54,42 @@ fn witness_passes_over_stdio() {
 #[test]
 fn embedded_default_passes() {
     let out = Command::new(bin()).output().unwrap();
-    assert_eq!(out.status.code(), Some(i32::from(exit::SUCCESS)), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(exit::SUCCESS)),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.lines().any(|l| l.contains("[http]") && l.contains("batch/")));
-    assert!(stdout.lines().any(|l| l.contains("[stdio]") && l.contains("batch/")));
+    assert!(stdout
+        .lines()
+        .any(|l| l.contains("[http]") && l.contains("batch/")));
+    assert!(stdout
+        .lines()
+        .any(|l| l.contains("[stdio]") && l.contains("batch/")));
 }
 
 #[test]
 fn libtest_flags_after_the_separator() {
     let w = HttpWitness::start(&[], None);
-    let out = Command::new(bin()).args(["run", "--http", &w.url, "--", "--list"]).output().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--http", &w.url, "--", "--list"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let listing = String::from_utf8_lossy(&out.stdout);
-    assert!(listing.lines().any(|l| l.starts_with("[http] batch/two-requests-with-denied-call: test")));
+    assert!(listing
+        .lines()
+        .any(|l| l.starts_with("[http] batch/two-requests-with-denied-call: test")));
 
     // A filter runs only what it names.
     let (code, report) = run_with_report(&["--http", &w.url], &["batch/"]);
     assert_eq!(code, 0);
-    let ran: Vec<_> = report.results.iter().filter(|t| t.verdict != "skip").collect();
+    let ran: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.verdict != "skip")
+        .collect();
     assert!(!ran.is_empty() && ran.iter().all(|t| t.id.starts_with("batch/")));
 }
 
@@ -74,18 +103,36 @@ fn failing_cases_exit_with_cases_failed() {
 
 #[test]
 fn usage_and_setup_errors_have_their_codes() {
-    let out = Command::new(bin()).args(["run", "--no-such-flag"]).output().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--no-such-flag"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(i32::from(exit::USAGE)));
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("bad")).unwrap();
-    std::fs::write(dir.path().join("bad/x.json"), r#"{"title": "t", "oops": 1}"#).unwrap();
-    let out = Command::new(bin()).arg("check-cases").arg(dir.path()).output().unwrap();
+    std::fs::write(
+        dir.path().join("bad/x.json"),
+        r#"{"title": "t", "oops": 1}"#,
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .arg("check-cases")
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(i32::from(exit::SETUP_FAILED)));
-    let out = Command::new(bin()).args(["run", "--cases"]).arg(dir.path()).output().unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--cases"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(i32::from(exit::SETUP_FAILED)));
 
-    let out = Command::new(bin()).args(["check-cases", concat!(env!("CARGO_MANIFEST_DIR"), "/cases")]).output().unwrap();
+    let out = Command::new(bin())
+        .args(["check-cases", concat!(env!("CARGO_MANIFEST_DIR"), "/cases")])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(i32::from(exit::SUCCESS)));
 }
 
@@ -95,14 +142,28 @@ fn usage_and_setup_errors_have_their_codes() {
 fn total_deadline_bounds_the_run() {
     let w = HttpWitness::start(&["mute"], None);
     let (code, report) = run_with_report(
-        &["--http", &w.url, "--case-timeout", "1", "--total-timeout", "2"],
+        &[
+            "--http",
+            &w.url,
+            "--case-timeout",
+            "1",
+            "--total-timeout",
+            "2",
+        ],
         &["--test-threads", "1"],
     );
     assert_eq!(code, i32::from(exit::CASES_FAILED));
     let late = report
         .results
         .iter()
-        .filter(|t| t.findings.iter().any(|f| f["check"] == "setup" && f["message"].as_str().is_some_and(|m| m.contains("total deadline"))))
+        .filter(|t| {
+            t.findings.iter().any(|f| {
+                f["check"] == "setup"
+                    && f["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("total deadline"))
+            })
+        })
         .count();
     // Every case waits at least its 1 s deadline, so most of ~100 cannot start within 2 s.
     assert!(late > 50, "{late} cases hit the total deadline");

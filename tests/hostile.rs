@@ -54,7 +54,14 @@ where
 }
 
 async fn run_http(url: HttpUrl) -> Observation {
-    run_case(&ping_case("none"), &Endpoint::Http(url), &quick(), None, true).await
+    run_case(
+        &ping_case("none"),
+        &Endpoint::Http(url),
+        &quick(),
+        None,
+        true,
+    )
+    .await
 }
 
 #[tokio::test]
@@ -72,7 +79,9 @@ async fn a_server_that_never_answers_times_out() {
 #[tokio::test]
 async fn an_endless_body_is_cut_at_the_cap_or_the_deadline() {
     let url = hostile_http(|mut s| async move {
-        let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n").await;
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
+            .await;
         let chunk = vec![b'x'; 65536];
         while s.write_all(&chunk).await.is_ok() {}
     })
@@ -87,7 +96,13 @@ async fn an_endless_body_is_cut_at_the_cap_or_the_deadline() {
 async fn megabytes_of_headers_are_refused() {
     let url = hostile_http(|mut s| async move {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\n").await;
-        while s.write_all(b"x-padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n").await.is_ok() {}
+        while s
+            .write_all(
+                b"x-padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+            )
+            .await
+            .is_ok()
+        {}
     })
     .await;
     let obs = run_http(url).await;

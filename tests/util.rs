@@ -40,7 +40,9 @@ impl HttpWitness {
             .expect("start the witness");
         let stdout = child.stdout.take().expect("witness stdout");
         let mut first = String::new();
-        BufReader::new(stdout).read_line(&mut first).expect("read the witness's first line");
+        BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("read the witness's first line");
         let url = first
             .trim()
             .strip_prefix("listening ")
@@ -59,7 +61,10 @@ impl Drop for HttpWitness {
 
 /// The stdio command that starts a witness with `broken` modes.
 pub fn stdio_witness_command(broken: &[&str]) -> String {
-    let mut cmd = format!("{} witness --stdio", shell_words::quote(&bin().to_string_lossy()));
+    let mut cmd = format!(
+        "{} witness --stdio",
+        shell_words::quote(&bin().to_string_lossy())
+    );
     if !broken.is_empty() {
         cmd.push_str(&format!(" --broken {}", broken.join(",")));
     }

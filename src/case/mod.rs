@@ -53,7 +53,9 @@ pub enum CaseError {
         column: usize,
         message: String,
     },
-    #[error("{path}:{line}:{column}: unknown requirement ID `{id}` (not in cases/requirements.json)")]
+    #[error(
+        "{path}:{line}:{column}: unknown requirement ID `{id}` (not in cases/requirements.json)"
+    )]
     UnknownRequirement {
         path: String,
         id: String,
@@ -102,10 +104,9 @@ pub fn requirements() -> &'static BTreeMap<String, Requirement> {
             .unwrap_or("{\"requirements\":[]}");
         // The file is part of the build and checked by a test; an unreadable one yields an
         // empty catalogue, which makes every case fail validation loudly.
-        let parsed: RequirementsFile =
-            serde_json::from_str(text).unwrap_or(RequirementsFile {
-                requirements: Vec::new(),
-            });
+        let parsed: RequirementsFile = serde_json::from_str(text).unwrap_or(RequirementsFile {
+            requirements: Vec::new(),
+        });
         parsed
             .requirements
             .into_iter()
@@ -369,7 +370,10 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(),
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let column = before.rfind('\n').map_or(before.len(), |n| before.len() - n - 1) + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |n| before.len() - n - 1)
+        + 1;
     (line, column)
 }
 
@@ -397,7 +401,10 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         return Err(invalid(path, "`title` is empty"));
     }
     if spec.requirements.is_empty() {
-        return Err(invalid(path, "`requirements` is empty: cite at least one ID"));
+        return Err(invalid(
+            path,
+            "`requirements` is empty: cite at least one ID",
+        ));
     }
     let reqs = requirements();
     for id in &spec.requirements {
@@ -421,7 +428,10 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if let Some(v) = &spec.versions {
         for s in v.from.iter().chain(v.to.iter()) {
             if !is_version(s) {
-                return Err(invalid(path, format!("`versions`: `{s}` is not YYYY-MM-DD")));
+                return Err(invalid(
+                    path,
+                    format!("`versions`: `{s}` is not YYYY-MM-DD"),
+                ));
             }
         }
     }
@@ -440,17 +450,30 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             return Err(invalid(path, "`raw_http` replaces `body` and `chunked`"));
         }
         if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
-            return Err(invalid(path, "a `raw_http` case needs `\"transports\": [\"http\"]`"));
+            return Err(invalid(
+                path,
+                "a `raw_http` case needs `\"transports\": [\"http\"]`",
+            ));
         }
     }
     if let Some(m) = &req.method {
-        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-            return Err(invalid(path, format!("`method` `{m}` is not an HTTP token")));
+        if m.is_empty()
+            || !m
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(invalid(
+                path,
+                format!("`method` `{m}` is not an HTTP token"),
+            ));
         }
     }
     if let Some(p) = &req.path {
         if !p.starts_with('/') || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
-            return Err(invalid(path, "`path` must start with `/` and hold no spaces or controls"));
+            return Err(invalid(
+                path,
+                "`path` must start with `/` and hold no spaces or controls",
+            ));
         }
     }
     for name in req.headers.keys() {
@@ -459,14 +482,17 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
         {
-            return Err(invalid(path, format!("header name `{name}` is not an HTTP token")));
+            return Err(invalid(
+                path,
+                format!("header name `{name}` is not an HTTP token"),
+            ));
         }
     }
     match &req.body {
-        Some(BodySpec::Base64(b)) => {
-            if base64::engine::general_purpose::STANDARD.decode(b).is_err() {
-                return Err(invalid(path, "`base64` body is not valid base64"));
-            }
+        Some(BodySpec::Base64(b))
+            if base64::engine::general_purpose::STANDARD.decode(b).is_err() =>
+        {
+            return Err(invalid(path, "`base64` body is not valid base64"));
         }
         Some(BodySpec::Repeat(r)) => {
             if r.unit.is_empty() {
@@ -522,9 +548,15 @@ fn check_expect(path: &str, key: &str, e: &Expect) -> Result<(), CaseError> {
     fn nonempty<T>(v: &Option<OneOrMany<T>>) -> bool {
         v.as_ref().is_none_or(|v| !v.as_slice().is_empty())
     }
-    if !nonempty(&e.outcome) || !nonempty(&e.http_status) || !nonempty(&e.error_code) || !nonempty(&e.id)
+    if !nonempty(&e.outcome)
+        || !nonempty(&e.http_status)
+        || !nonempty(&e.error_code)
+        || !nonempty(&e.id)
     {
-        return Err(invalid(path, format!("`{key}`: an acceptable set is empty")));
+        return Err(invalid(
+            path,
+            format!("`{key}`: an acceptable set is empty"),
+        ));
     }
     if let Some(s) = &e.http_status {
         if let Some(bad) = s.as_slice().iter().find(|p| !p.is_valid()) {
@@ -537,7 +569,11 @@ fn check_expect(path: &str, key: &str, e: &Expect) -> Result<(), CaseError> {
     if let Some(codes) = &e.error_code {
         for c in codes.as_slice() {
             if let CodePattern::Placeholder(p) = c {
-                let known = ["{{code_malformed}}", "{{code_denied}}", "{{code_downstream}}"];
+                let known = [
+                    "{{code_malformed}}",
+                    "{{code_denied}}",
+                    "{{code_downstream}}",
+                ];
                 if !known.contains(&p.as_str()) {
                     return Err(invalid(
                         path,

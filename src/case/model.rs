@@ -45,7 +45,9 @@ impl TransportKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
     #[default]
@@ -280,8 +282,14 @@ impl Expect {
     pub fn narrowed_by(&self, strict: &Expect) -> Expect {
         Expect {
             outcome: strict.outcome.clone().or_else(|| self.outcome.clone()),
-            http_status: strict.http_status.clone().or_else(|| self.http_status.clone()),
-            error_code: strict.error_code.clone().or_else(|| self.error_code.clone()),
+            http_status: strict
+                .http_status
+                .clone()
+                .or_else(|| self.http_status.clone()),
+            error_code: strict
+                .error_code
+                .clone()
+                .or_else(|| self.error_code.clone()),
             id: strict.id.clone().or_else(|| self.id.clone()),
             forwarded: strict.forwarded.or(self.forwarded),
             alive: strict.alive.or(self.alive),

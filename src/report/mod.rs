@@ -27,7 +27,12 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn new(case: &Case, transport: TransportKind, verdict: Option<&Verdict>, elapsed_ms: u64) -> Record {
+    pub fn new(
+        case: &Case,
+        transport: TransportKind,
+        verdict: Option<&Verdict>,
+        elapsed_ms: u64,
+    ) -> Record {
         Record {
             id: case.id.clone(),
             transport,
@@ -129,8 +134,15 @@ pub fn warning_summary(records: &[Record]) -> String {
     }
     let mut out = format!("\nwarnings ({}; they fail under --strict):\n", warned.len());
     for r in warned {
-        let first = r.findings.first().map_or(String::new(), |f| format!("[{}] {}", f.check.as_str(), f.message));
-        out.push_str(&format!("    [{}] {}: {}\n", r.transport.as_str(), r.id, first));
+        let first = r.findings.first().map_or(String::new(), |f| {
+            format!("[{}] {}", f.check.as_str(), f.message)
+        });
+        out.push_str(&format!(
+            "    [{}] {}: {}\n",
+            r.transport.as_str(),
+            r.id,
+            first
+        ));
     }
     out
 }

@@ -91,7 +91,15 @@ pub async fn run_case(
     let mut obs = match endpoint {
         Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
         Endpoint::Stdio { command, log_dir } => {
-            run_stdio(case, command, log_dir.as_deref(), settings, witness, check_alive).await
+            run_stdio(
+                case,
+                command,
+                log_dir.as_deref(),
+                settings,
+                witness,
+                check_alive,
+            )
+            .await
         }
     };
     obs.elapsed = started.elapsed();
@@ -114,11 +122,18 @@ fn note_request(obs: &mut Observation, body: &Body) {
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
-fn standard_headers(url: &HttpUrl, settings: &Settings, hs: Option<&Handshake>) -> Vec<(String, String)> {
+fn standard_headers(
+    url: &HttpUrl,
+    settings: &Settings,
+    hs: Option<&Handshake>,
+) -> Vec<(String, String)> {
     let mut h = vec![
         ("host".to_string(), url.authority()),
         ("content-type".to_string(), "application/json".to_string()),
-        ("accept".to_string(), "application/json, text/event-stream".to_string()),
+        (
+            "accept".to_string(),
+            "application/json, text/event-stream".to_string(),
+        ),
         ("connection".to_string(), "close".to_string()),
     ];
     if let Some(hs) = hs {
@@ -157,7 +172,9 @@ fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
         for m in http::sse_messages(&resp.body) {
             match m {
                 Ok(v) => msgs.push(v),
-                Err(text) => garbage.push(text.into_bytes().into_iter().take(PREFIX_KEEP).collect()),
+                Err(text) => {
+                    garbage.push(text.into_bytes().into_iter().take(PREFIX_KEEP).collect())
+                }
             }
         }
         return (msgs, garbage);
@@ -170,11 +187,22 @@ fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
     (msgs, garbage)
 }
 
-async fn http_handshake(url: &HttpUrl, settings: &Settings, deadline: Instant) -> Result<Handshake, TransportError> {
+async fn http_handshake(
+    url: &HttpUrl,
+    settings: &Settings,
+    deadline: Instant,
+) -> Result<Handshake, TransportError> {
     let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
         "params": {"protocolVersion": settings.spec_version, "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
-    let resp = http::exchange(url, post_json(url, standard_headers(url, settings, None), &init), Caps::default(), deadline, false).await?;
+    let resp = http::exchange(
+        url,
+        post_json(url, standard_headers(url, settings, None), &init),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await?;
     let (msgs, _) = http_messages(&resp);
     let result = msgs
         .iter()
@@ -197,7 +225,14 @@ async fn http_handshake(url: &HttpUrl, settings: &Settings, deadline: Instant) -
     };
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     // Its answer does not matter to the handshake; a failure shows in the case itself.
-    let _ = http::exchange(url, post_json(url, standard_headers(url, settings, Some(&hs)), &note), Caps::default(), deadline, false).await;
+    let _ = http::exchange(
+        url,
+        post_json(url, standard_headers(url, settings, Some(&hs)), &note),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await;
     Ok(hs)
 }
 
@@ -209,13 +244,24 @@ async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>
         Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
     };
     let ping = json!({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"});
-    match http::exchange(url, post_json(url, standard_headers(url, settings, Some(&hs)), &ping), Caps::default(), deadline, false).await {
+    match http::exchange(
+        url,
+        post_json(url, standard_headers(url, settings, Some(&hs)), &ping),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await
+    {
         Ok(resp) => {
             let (msgs, _) = http_messages(&resp);
             let ok = msgs
                 .iter()
                 .any(|m| m.get("id") == Some(&json!(PROBE_ID)) && m.get("result").is_some());
-            (ok, (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)))
+            (
+                ok,
+                (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)),
+            )
         }
         Err(e) => (false, Some(format!("ping after the case: {e}"))),
     }
@@ -229,7 +275,11 @@ async fn run_http(
     check_alive: bool,
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Http);
-    let deadline = Instant::now() + case.spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
+    let deadline = Instant::now()
+        + case
+            .spec
+            .timeout_ms
+            .map_or(settings.case_timeout, Duration::from_millis);
     let spec = &case.spec;
     let hs = match spec.session {
         SessionMode::None => None,
@@ -242,7 +292,8 @@ async fn run_http(
         },
     };
     let mut ph = base_placeholders(settings);
-    ph.set("host", url.authority()).set("path", url.path.clone());
+    ph.set("host", url.authority())
+        .set("path", url.path.clone());
     if let Some(hs) = &hs {
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());
@@ -262,7 +313,11 @@ async fn run_http(
         }
         if req.chunked && !mentions("transfer-encoding") {
             headers.push(("transfer-encoding".into(), "chunked".into()));
-        } else if !req.chunked && has_body && !mentions("content-length") && !mentions("transfer-encoding") {
+        } else if !req.chunked
+            && has_body
+            && !mentions("content-length")
+            && !mentions("transfer-encoding")
+        {
             headers.push(("content-length".into(), body.len().to_string()));
         }
         for (name, value) in &req.headers {
@@ -278,10 +333,16 @@ async fn run_http(
                 }
             }
         }
-        obs.request_accept = headers.iter().find(|(k, _)| k == "accept").map(|(_, v)| v.clone());
+        obs.request_accept = headers
+            .iter()
+            .find(|(k, _)| k == "accept")
+            .map(|(_, v)| v.clone());
         Wire::Request {
             method: method.clone(),
-            path: req.path.as_ref().map_or_else(|| url.path.clone(), |p| ph.apply(p)),
+            path: req
+                .path
+                .as_ref()
+                .map_or_else(|| url.path.clone(), |p| ph.apply(p)),
             headers,
             body,
             chunked: req.chunked,
@@ -297,7 +358,8 @@ async fn run_http(
             obs.messages = msgs;
             obs.garbage = garbage;
             obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
-            let mut scan = String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
+            let mut scan =
+                String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
             for (k, v) in &resp.headers {
                 scan.push('\n');
                 scan.push_str(k);
@@ -356,7 +418,9 @@ async fn read_until_answer(
             Ok(Line::Eof) => return (None, others, None),
             Ok(Line::Text(t)) => {
                 if let Ok(v) = serde_json::from_slice::<Value>(&t) {
-                    if v.get("id") == Some(&json!(id)) && (v.get("result").is_some() || v.get("error").is_some()) {
+                    if v.get("id") == Some(&json!(id))
+                        && (v.get("result").is_some() || v.get("error").is_some())
+                    {
                         return (Some(v), others, None);
                     }
                 }
@@ -378,7 +442,10 @@ async fn run_stdio(
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
-    let deadline = Instant::now() + spec.timeout_ms.map_or(settings.case_timeout, Duration::from_millis);
+    let deadline = Instant::now()
+        + spec
+            .timeout_ms
+            .map_or(settings.case_timeout, Duration::from_millis);
     // A per-case witness log, when the command asks for one.
     let mut own_log = None;
     let command = match log_dir {
@@ -425,14 +492,20 @@ async fn run_stdio(
             None => {
                 obs.setup_error = Some(match err {
                     Some(e) => format!("initialize: {e}"),
-                    None => format!("initialize was not answered with a result: {}", answer.map_or("no answer".into(), |a| a.to_string())),
+                    None => format!(
+                        "initialize was not answered with a result: {}",
+                        answer.map_or("no answer".into(), |a| a.to_string())
+                    ),
                 });
                 obs.stderr_tail = proc.stderr_tail();
                 proc.kill().await;
                 return obs;
             }
         }
-        proc.send(line_body(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))).await;
+        proc.send(line_body(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ))
+        .await;
     }
     let mark = witness.map(WitnessView::mark);
     let req = &spec.request;
@@ -458,17 +531,23 @@ async fn run_stdio(
         }
         match proc.wait_exit(deadline).await {
             Some(status) => obs.exited = Some(status.to_string()),
-            None => obs.alive_detail = Some("the process did not exit after its input closed".into()),
+            None => {
+                obs.alive_detail = Some("the process did not exit after its input closed".into())
+            }
         }
     } else {
-        proc.send(line_body(&json!({"jsonrpc": "2.0", "id": BARRIER_ID, "method": "ping"}))).await;
+        proc.send(line_body(
+            &json!({"jsonrpc": "2.0", "id": BARRIER_ID, "method": "ping"}),
+        ))
+        .await;
         let (answer, before, err) = read_until_answer(&mut proc, BARRIER_ID, deadline).await;
         lines.extend(before);
         match (&answer, err) {
             (Some(a), _) => {
                 obs.alive = check_alive.then_some(a.get("result").is_some());
                 if a.get("result").is_none() {
-                    obs.alive_detail = Some(format!("the ping after the case was answered with {a}"));
+                    obs.alive_detail =
+                        Some(format!("the ping after the case was answered with {a}"));
                 }
             }
             (None, Some(e)) if e.is_timeout() => {
@@ -476,14 +555,17 @@ async fn run_stdio(
                     obs.ending = Ending::TimedOut;
                 }
                 obs.alive = check_alive.then_some(false);
-                obs.alive_detail = Some("the ping after the case was not answered before the deadline".into());
+                obs.alive_detail =
+                    Some("the ping after the case was not answered before the deadline".into());
             }
             (None, _) => {
                 if lines.is_empty() {
                     obs.ending = Ending::Closed;
                 }
                 obs.alive = check_alive.then_some(false);
-                obs.alive_detail = Some("the process closed its output before answering the ping after the case".into());
+                obs.alive_detail = Some(
+                    "the process closed its output before answering the ping after the case".into(),
+                );
             }
         }
         if let Some(status) = proc.exit_status() {
@@ -498,7 +580,9 @@ async fn run_stdio(
             Line::Eof => continue,
         };
         if scan.len() < SCAN_KEEP {
-            scan.push_str(&String::from_utf8_lossy(&bytes[..bytes.len().min(SCAN_KEEP)]));
+            scan.push_str(&String::from_utf8_lossy(
+                &bytes[..bytes.len().min(SCAN_KEEP)],
+            ));
             scan.push('\n');
         }
         if obs.body_prefix.is_empty() {
@@ -506,7 +590,9 @@ async fn run_stdio(
         }
         match serde_json::from_slice::<Value>(bytes) {
             Ok(v) if whole => obs.messages.push(v),
-            _ => obs.garbage.push(bytes.iter().copied().take(PREFIX_KEEP).collect()),
+            _ => obs
+                .garbage
+                .push(bytes.iter().copied().take(PREFIX_KEEP).collect()),
         }
     }
     obs.scan_text = scan;

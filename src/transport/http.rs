@@ -55,7 +55,11 @@ impl HttpUrl {
     }
 
     fn connect_addr(&self) -> String {
-        format!("{}:{}", self.host.trim_start_matches('[').trim_end_matches(']'), self.port)
+        format!(
+            "{}:{}",
+            self.host.trim_start_matches('[').trim_end_matches(']'),
+            self.port
+        )
     }
 
     pub fn to_url(&self) -> String {
@@ -88,7 +92,9 @@ pub struct Caps {
 
 impl Default for Caps {
     fn default() -> Self {
-        Caps { body: 16 * 1024 * 1024 }
+        Caps {
+            body: 16 * 1024 * 1024,
+        }
     }
 }
 
@@ -124,8 +130,13 @@ impl HttpResponse {
     }
 
     pub fn content_type(&self) -> Option<String> {
-        self.header("content-type")
-            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        self.header("content-type").map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
     }
 
     pub fn is_sse(&self) -> bool {
@@ -175,7 +186,9 @@ pub async fn exchange(
                     writer.write_all(&head).await?;
                     for chunk in body.chunks() {
                         if chunked {
-                            writer.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).await?;
+                            writer
+                                .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                                .await?;
                             writer.write_all(&chunk).await?;
                             writer.write_all(b"\r\n").await?;
                         } else {
@@ -234,7 +247,12 @@ async fn read_response<R: AsyncReadExt + Unpin>(
             headers: parsed
                 .headers
                 .iter()
-                .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
                 .collect(),
             ..HttpResponse::default()
         };
@@ -255,7 +273,8 @@ async fn read_response<R: AsyncReadExt + Unpin>(
     let length = if chunked {
         None
     } else {
-        resp.header("content-length").and_then(|v| v.trim().parse::<u64>().ok())
+        resp.header("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok())
     };
     let sse = resp.is_sse();
     let mut decoder = chunked.then(ChunkDecoder::default);
@@ -265,7 +284,8 @@ async fn read_response<R: AsyncReadExt + Unpin>(
             let data = std::mem::take(&mut rest);
             match decoder.as_mut() {
                 Some(d) => {
-                    d.feed(&data, &mut resp.body).map_err(|_| TransportError::MalformedResponse)?;
+                    d.feed(&data, &mut resp.body)
+                        .map_err(|_| TransportError::MalformedResponse)?;
                 }
                 None => resp.body.extend_from_slice(&data),
             }
@@ -457,9 +477,15 @@ mod tests {
     #[test]
     fn urls() {
         let u = HttpUrl::parse("http://127.0.0.1:3000/mcp").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("127.0.0.1", 3000, "/mcp"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 3000, "/mcp")
+        );
         assert!(HttpUrl::parse("https://x/").is_err());
-        assert_eq!(HttpUrl::parse("http://[::1]:9/").unwrap().connect_addr(), "::1:9");
+        assert_eq!(
+            HttpUrl::parse("http://[::1]:9/").unwrap().connect_addr(),
+            "::1:9"
+        );
     }
 
     #[test]
@@ -471,7 +497,9 @@ mod tests {
         }
         assert!(d.done);
         assert_eq!(out, b"hello wo");
-        assert!(ChunkDecoder::default().feed(b"zz\r\n", &mut Vec::new()).is_err());
+        assert!(ChunkDecoder::default()
+            .feed(b"zz\r\n", &mut Vec::new())
+            .is_err());
     }
 
     #[test]
@@ -480,6 +508,8 @@ mod tests {
         let msgs = sse_messages(body);
         assert_eq!(msgs.len(), 1);
         assert!(sse_has_response(body));
-        assert!(!sse_has_response(b"data: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"));
+        assert!(!sse_has_response(
+            b"data: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"
+        ));
     }
 }

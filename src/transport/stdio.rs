@@ -25,7 +25,8 @@ pub struct StdioCommand {
 impl StdioCommand {
     /// Split one command string as a POSIX shell splits words.
     pub fn parse(command: &str) -> Result<StdioCommand, TransportError> {
-        let words = shell_words::split(command).map_err(|_| TransportError::BadTarget(command.to_string()))?;
+        let words = shell_words::split(command)
+            .map_err(|_| TransportError::BadTarget(command.to_string()))?;
         let mut words = words.into_iter();
         let program = words
             .next()
@@ -70,7 +71,10 @@ impl StdioProcess {
             .kill_on_drop(true);
         let mut child = command.spawn().map_err(TransportError::Spawn)?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or(TransportError::ClosedWithoutResponse)?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or(TransportError::ClosedWithoutResponse)?;
         let stderr_buf = Arc::new(Mutex::new(Vec::new()));
         if let Some(mut stderr) = child.stderr.take() {
             let keep = stderr_buf.clone();
@@ -154,7 +158,11 @@ impl StdioProcess {
             let consumed = end.map_or(take, |e| e + 1);
             self.stdout.consume(consumed);
             if end.is_some() {
-                return Ok(if too_long { Line::TooLong(line) } else { Line::Text(line) });
+                return Ok(if too_long {
+                    Line::TooLong(line)
+                } else {
+                    Line::Text(line)
+                });
             }
         }
     }
@@ -166,7 +174,10 @@ impl StdioProcess {
 
     /// Wait (bounded) for the process to exit.
     pub async fn wait_exit(&mut self, deadline: Instant) -> Option<std::process::ExitStatus> {
-        tokio::time::timeout_at(deadline, self.child.wait()).await.ok().and_then(Result::ok)
+        tokio::time::timeout_at(deadline, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
     }
 
     /// The tail of what the server wrote to stderr.

@@ -44,9 +44,18 @@ pub fn find_leaks(text: &str, secrets: &[String]) -> Vec<String> {
     let mut hits: Vec<String> = patterns()
         .matches(text)
         .into_iter()
-        .map(|i| NAMES.get(i).copied().unwrap_or("internal detail").to_string())
+        .map(|i| {
+            NAMES
+                .get(i)
+                .copied()
+                .unwrap_or("internal detail")
+                .to_string()
+        })
         .collect();
-    if secrets.iter().any(|s| s.len() >= 4 && text.contains(s.as_str())) {
+    if secrets
+        .iter()
+        .any(|s| s.len() >= 4 && text.contains(s.as_str()))
+    {
         hits.push("a credential passed with --header".into());
     }
     hits
@@ -61,7 +70,10 @@ mod tests {
         for (text, what) in [
             ("Traceback (most recent call last):", "a Python stack trace"),
             ("thread 'main' panicked at src/x.rs:3:5", "a Rust panic"),
-            ("    at Object.parse (/app/node_modules/x/index.js:12:7)", "a JavaScript stack frame"),
+            (
+                "    at Object.parse (/app/node_modules/x/index.js:12:7)",
+                "a JavaScript stack frame",
+            ),
             ("expected value at line 1 column 34", "a parser offset"),
             ("SyntaxError: Unexpected token", "an exception class name"),
             ("<!DOCTYPE html><title>500</title>", "an HTML error page"),
@@ -79,8 +91,15 @@ mod tests {
             "Bad Request: unsupported protocol version",
             "content-type: application/json\nmcp-session-id: 0f3a",
         ] {
-            assert!(find_leaks(text, &[]).is_empty(), "{text}: {:?}", find_leaks(text, &[]));
+            assert!(
+                find_leaks(text, &[]).is_empty(),
+                "{text}: {:?}",
+                find_leaks(text, &[])
+            );
         }
-        assert_eq!(find_leaks("token abc123xyz", &["abc123xyz".into()]).len(), 1);
+        assert_eq!(
+            find_leaks("token abc123xyz", &["abc123xyz".into()]).len(),
+            1
+        );
     }
 }

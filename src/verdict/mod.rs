@@ -119,7 +119,10 @@ impl Verdict {
             out.push_str(&format!(", error code {c}"));
         }
         if !obs.body_prefix.is_empty() {
-            out.push_str(&format!("\n  answer begins: {}", show_bytes(&obs.body_prefix, 200)));
+            out.push_str(&format!(
+                "\n  answer begins: {}",
+                show_bytes(&obs.body_prefix, 200)
+            ));
         }
         out.push('\n');
         out
@@ -184,10 +187,14 @@ pub fn observe(obs: &Observation, ctx: &Context) -> Observed {
                 Observed::Outcome(Outcome::Reject)
             } else if h.status == 202 && h.body_len == 0 {
                 Observed::Outcome(Outcome::Silent)
-            } else if ctx.method == "GET" && h.content_type.as_deref() == Some("text/event-stream") {
+            } else if ctx.method == "GET" && h.content_type.as_deref() == Some("text/event-stream")
+            {
                 Observed::Outcome(Outcome::Accept)
             } else if h.timed_out {
-                Observed::NoAnswer(format!("HTTP {} but no JSON-RPC response before the deadline", h.status))
+                Observed::NoAnswer(format!(
+                    "HTTP {} but no JSON-RPC response before the deadline",
+                    h.status
+                ))
             } else {
                 Observed::Malformed(format!("HTTP {} without a JSON-RPC response", h.status))
             }
@@ -205,7 +212,11 @@ pub fn observe(obs: &Observation, ctx: &Context) -> Observed {
 }
 
 fn list<T: std::fmt::Display>(items: &[T]) -> String {
-    items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Judge one observation.
@@ -218,19 +229,31 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         Level::Should | Level::Info => Status::Warn,
     };
     let mut findings = Vec::new();
-    let mut add = |check: Check, status: Status, message: String| findings.push(Finding { check, status, message });
+    let mut add = |check: Check, status: Status, message: String| {
+        findings.push(Finding {
+            check,
+            status,
+            message,
+        })
+    };
 
     let resp = responses(&obs.messages);
-    let first_error_code = resp
-        .iter()
-        .find_map(|r| r.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64));
+    let first_error_code = resp.iter().find_map(|r| {
+        r.get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64)
+    });
     let observed = if obs.setup_error.is_some() {
         Observed::NoAnswer("not sent".into())
     } else {
         observe(obs, ctx)
     };
     let verdict_base = |findings: Vec<Finding>, observed: Observed| {
-        let status = findings.iter().map(|f| f.status).max().unwrap_or(Status::Pass);
+        let status = findings
+            .iter()
+            .map(|f| f.status)
+            .max()
+            .unwrap_or(Status::Pass);
         Verdict {
             status,
             findings,
@@ -241,23 +264,31 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     };
 
     if let Some(e) = &obs.setup_error {
-        add(Check::Setup, Status::Fail, format!("the case could not be sent: {e}"));
+        add(
+            Check::Setup,
+            Status::Fail,
+            format!("the case could not be sent: {e}"),
+        );
         return verdict_base(findings, observed);
     }
 
     // The canary never runs, whatever the case's level.
     let canary_in_answer = obs.scan_text.contains(CANARY_MARKER);
-    let canary_in_witness = obs
-        .witness
-        .as_ref()
-        .is_some_and(|evs| evs.iter().any(|e| matches!(e, Event::Tool { canary: true, .. })));
+    let canary_in_witness = obs.witness.as_ref().is_some_and(|evs| {
+        evs.iter()
+            .any(|e| matches!(e, Event::Tool { canary: true, .. }))
+    });
     if canary_in_answer || canary_in_witness {
         add(
             Check::Canary,
             Status::Fail,
             format!(
                 "the denied tool RAN ({})",
-                if canary_in_witness { "the witness recorded its call" } else { "the answer holds CANARY-EXECUTED" }
+                if canary_in_witness {
+                    "the witness recorded its call"
+                } else {
+                    "the answer holds CANARY-EXECUTED"
+                }
             ),
         );
     }
@@ -266,13 +297,25 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         let ok = matches!(&observed, Observed::Outcome(o) if want.as_slice().contains(o));
         if !ok {
             let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();
-            add(Check::Outcome, level_status, format!("expected {}; observed {observed}", names.join(" or ")));
+            add(
+                Check::Outcome,
+                level_status,
+                format!("expected {}; observed {observed}", names.join(" or ")),
+            );
         }
     }
 
     if let (Some(want), Some(h)) = (&expect.http_status, &obs.http) {
         if !want.as_slice().iter().any(|p| p.matches(h.status)) {
-            add(Check::HttpStatus, level_status, format!("expected HTTP {}; observed HTTP {}", list(want.as_slice()), h.status));
+            add(
+                Check::HttpStatus,
+                level_status,
+                format!(
+                    "expected HTTP {}; observed HTTP {}",
+                    list(want.as_slice()),
+                    h.status
+                ),
+            );
         }
     }
 
@@ -292,13 +335,20 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             .collect();
         match first_error_code {
             Some(c) if !codes.contains(&c) => {
-                add(Check::ErrorCode, level_status, format!("expected error code {}; observed {c}", list(&codes)));
+                add(
+                    Check::ErrorCode,
+                    level_status,
+                    format!("expected error code {}; observed {c}", list(&codes)),
+                );
             }
             None if strict && observed == Observed::Outcome(Outcome::Reject) => {
                 add(
                     Check::ErrorCode,
                     level_status,
-                    format!("expected a JSON-RPC error with code {}; the refusal carried none", list(&codes)),
+                    format!(
+                        "expected a JSON-RPC error with code {}; the refusal carried none",
+                        list(&codes)
+                    ),
                 );
             }
             _ => {}
@@ -322,7 +372,9 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
                     format!(
                         "expected the response id to be {} (request id {}); observed {}",
                         names.join(" or "),
-                        obs.request_id.as_ref().map_or("none".into(), Value::to_string),
+                        obs.request_id
+                            .as_ref()
+                            .map_or("none".into(), Value::to_string),
                         id.map_or("no id".into(), Value::to_string)
                     ),
                 );
@@ -371,7 +423,11 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             } else {
                 "the answer carried data that is not JSON"
             };
-            add(Check::Output, Status::Fail, format!("{what}: {}", show_bytes(&obs.garbage[0], 120)));
+            add(
+                Check::Output,
+                Status::Fail,
+                format!("{what}: {}", show_bytes(&obs.garbage[0], 120)),
+            );
         }
     }
 
@@ -405,7 +461,10 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         add(
             Check::Alive,
             level_status.max(Status::Fail),
-            format!("the endpoint is not alive after the case: {}", obs.alive_detail.clone().unwrap_or_default()),
+            format!(
+                "the endpoint is not alive after the case: {}",
+                obs.alive_detail.clone().unwrap_or_default()
+            ),
         );
     }
 
@@ -428,15 +487,29 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     }
     let leaks = leak::find_leaks(&leak_text, &ctx.secrets);
     if !leaks.is_empty() && expect.leak != Some(true) {
-        let status = if ctx.profile == Profile::Gate || ctx.strict { Status::Fail } else { Status::Warn };
-        add(Check::Leak, status, format!("the answer exposes {}", leaks.join(", ")));
+        let status = if ctx.profile == Profile::Gate || ctx.strict {
+            Status::Fail
+        } else {
+            Status::Warn
+        };
+        add(
+            Check::Leak,
+            status,
+            format!("the answer exposes {}", leaks.join(", ")),
+        );
     }
 
     verdict_base(findings, observed)
 }
 
 /// MCP protocol versions that exist.
-pub const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+pub const KNOWN_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
 
 /// Whether `accept` (an Accept header value) admits media type `ct` (lower case, no parameters).
 /// Written here, apart from the witness's own check, so the oracle does not trust the code it
@@ -447,8 +520,10 @@ pub fn media_accepted(accept: &str, ct: &str) -> bool {
         let mut parts = item.split(';');
         let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
         let refused = parts.any(|p| {
-            p.split_once('=')
-                .is_some_and(|(k, v)| k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
+            p.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("q")
+                    && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+            })
         });
         !refused && (range == ct || range == "*/*" || range == format!("{ct_type}/*"))
     })
@@ -461,7 +536,10 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
         match m {
             Value::Object(_) => {}
             Value::Array(_) => out.push("answered with a JSON array (a batch answer)".into()),
-            other => out.push(format!("answered with a JSON value that is not a message: {}", truncate(&other.to_string()))),
+            other => out.push(format!(
+                "answered with a JSON value that is not a message: {}",
+                truncate(&other.to_string())
+            )),
         }
     }
     for r in resp {
@@ -475,7 +553,10 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
         }
         if let Some(e) = r.get("error") {
             if !e.get("code").is_some_and(|c| c.is_i64() || c.is_u64()) {
-                out.push(format!("error.code is not an integer: {}", truncate(&e.to_string())));
+                out.push(format!(
+                    "error.code is not an integer: {}",
+                    truncate(&e.to_string())
+                ));
             }
             if !e.get("message").is_some_and(Value::is_string) {
                 out.push("error.message is not a string".into());
@@ -490,7 +571,9 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
             Some(id) => out.push(format!(
                 "a response carries id {} which is neither the request's id ({}) nor null",
                 truncate(&id.to_string()),
-                obs.request_id.as_ref().map_or("none".into(), Value::to_string)
+                obs.request_id
+                    .as_ref()
+                    .map_or("none".into(), Value::to_string)
             )),
         }
         if has_result && r.get("id").is_none_or(Value::is_null) {

@@ -48,7 +48,10 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
 }
 
 /// Bind `addr`, start serving in the background, and return the bound address.
-pub async fn spawn(addr: SocketAddr, witness: Arc<Witness>) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+pub async fn spawn(
+    addr: SocketAddr,
+    witness: Arc<Witness>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     Ok((local, tokio::spawn(serve(listener, witness))))
@@ -64,8 +67,13 @@ async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer
     if req.uri().path() != PATH {
         return Ok(plain(StatusCode::NOT_FOUND, "not found"));
     }
-    if !w.config.is(Broken::NoOrigin) && !(origin_ok(req.headers(), port) && host_ok(req.headers(), port)) {
-        return Ok(refusal(w, StatusCode::FORBIDDEN, "Forbidden: origin not allowed"));
+    let origin_checked = !w.config.is(Broken::NoOrigin);
+    if origin_checked && !(origin_ok(req.headers(), port) && host_ok(req.headers(), port)) {
+        return Ok(refusal(
+            w,
+            StatusCode::FORBIDDEN,
+            "Forbidden: origin not allowed",
+        ));
     }
     let method = req.method().clone();
     if method == Method::POST || (lax && method == Method::PUT) {
@@ -76,17 +84,21 @@ async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer
             return Ok(plain(StatusCode::OK, "witness is up"));
         }
         if !accepts(req.headers(), "text/event-stream") {
-            return Ok(refusal(w, StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs text/event-stream"));
+            return Ok(refusal(
+                w,
+                StatusCode::NOT_ACCEPTABLE,
+                "Not Acceptable: GET needs text/event-stream",
+            ));
         }
-        if let Err(answer) = session_of(w, req.headers()) {
-            return Ok(answer);
+        if let Err((status, msg)) = session_of(w, req.headers()) {
+            return Ok(refusal(w, status, msg));
         }
         return Ok(method_not_allowed());
     }
     if method == Method::DELETE {
         let id = match session_of(w, req.headers()) {
             Ok((id, _)) => id,
-            Err(answer) if !lax => return Ok(answer),
+            Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => return Ok(plain(StatusCode::OK, "")),
         };
         w.close_session(&id);
@@ -104,9 +116,15 @@ async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     if !lax && !content_type_ok(headers) {
-        return Ok(refusal(w, StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type: use application/json"));
+        return Ok(refusal(
+            w,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: use application/json",
+        ));
     }
-    if !lax && !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+    let accepts_both =
+        accepts(headers, "application/json") && accepts(headers, "text/event-stream");
+    if !lax && !accepts_both {
         return Ok(refusal(
             w,
             StatusCode::NOT_ACCEPTABLE,
@@ -133,17 +151,21 @@ async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
     if !is_initialize {
         match session_of(w, headers) {
             Ok(s) => session = Some(s),
-            Err(answer) if !lax => return Ok(answer),
+            Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => {}
         }
     } else if !lax && headers.contains_key(SESSION) {
         // A client may not choose (or re-use) a session for a new initialize.
-        return Ok(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: initialize must not carry a session"));
+        return Ok(refusal(
+            w,
+            StatusCode::BAD_REQUEST,
+            "Bad Request: initialize must not carry a session",
+        ));
     }
     if !lax && !is_initialize {
         let negotiated = session.as_ref().and_then(|(_, c)| c.negotiated.clone());
-        if let Err(answer) = version_ok(w, headers, negotiated.as_deref()) {
-            return Ok(answer);
+        if let Err((status, msg)) = version_ok(headers, negotiated.as_deref()) {
+            return Ok(refusal(w, status, msg));
         }
     }
     let mut conv = session
@@ -151,7 +173,11 @@ async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
         .map(|(_, c)| c.clone())
         .unwrap_or_else(|| Conversation {
             // Lax mode runs requests without a session as if initialized.
-            negotiated: if lax { Some(super::LATEST_VERSION.into()) } else { None },
+            negotiated: if lax {
+                Some(super::LATEST_VERSION.into())
+            } else {
+                None
+            },
         });
     let reply = w.handle_body(&body, &mut conv);
     let mut answer = match reply {
@@ -159,7 +185,9 @@ async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
             .status(StatusCode::ACCEPTED)
             .body(Full::new(Bytes::new()))
             .unwrap_or_default(),
-        Reply::Message(m) if lax || (w.config.sse && accepts(headers, "text/event-stream")) => sse_answer(&m),
+        Reply::Message(m) if lax || (w.config.sse && accepts(headers, "text/event-stream")) => {
+            sse_answer(&m)
+        }
         Reply::Message(m) => json_answer(StatusCode::OK, &m),
         Reply::Refused(m) if w.config.is(Broken::Crash500) => crash_page(&m),
         Reply::Refused(m) => json_answer(StatusCode::BAD_REQUEST, &m),
@@ -226,35 +254,45 @@ fn body_is_initialize(body: &[u8]) -> bool {
         .is_some_and(|v| v.get("method") == Some(&Value::String("initialize".into())))
 }
 
-/// The request's session, or the answer that refuses it (400 missing or ambiguous, 404 unknown).
-fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation), Answer> {
+/// A transport-level refusal before it is rendered: the status and a fixed message.
+type Refusal = (StatusCode, &'static str);
+
+/// The request's session, or why it is refused (400 missing or ambiguous, 404 unknown).
+fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation), Refusal> {
     let mut values = headers.get_all(SESSION).iter();
     let Some(first) = values.next() else {
-        return Err(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: missing session"));
+        return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session"));
     };
     if values.next().is_some() {
-        return Err(refusal(w, StatusCode::BAD_REQUEST, "Bad Request: more than one session header"));
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "Bad Request: more than one session header",
+        ));
     }
     let id = first.to_str().unwrap_or("");
     match w.session(id) {
         Some(conv) => Ok((id.to_string(), conv)),
-        None => Err(refusal(w, StatusCode::NOT_FOUND, "Not Found: unknown session")),
+        None => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
     }
 }
 
-fn version_ok(w: &Witness, headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Answer> {
+/// `MCP-Protocol-Version`: absent (the negotiated version applies), or exactly one supported
+/// value equal to the negotiated one.
+fn version_ok(headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Refusal> {
+    let bad = (
+        StatusCode::BAD_REQUEST,
+        "Bad Request: unsupported protocol version",
+    );
     let mut values = headers.get_all(VERSION).iter();
     let Some(first) = values.next() else {
-        // Absent: the negotiated version applies.
         return Ok(());
     };
-    let bad = || refusal(w, StatusCode::BAD_REQUEST, "Bad Request: unsupported protocol version");
     if values.next().is_some() {
-        return Err(bad());
+        return Err(bad);
     }
-    let v = first.to_str().map_err(|_| bad())?;
+    let v = first.to_str().map_err(|_| bad)?;
     if !SUPPORTED_VERSIONS.contains(&v) || negotiated.is_some_and(|n| n != v) {
-        return Err(bad());
+        return Err(bad);
     }
     Ok(())
 }
@@ -325,8 +363,9 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
             let mut parts = item.split(';');
             let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
             let zero_q = parts.any(|p| {
-                p.split_once('=')
-                    .is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q == 0.0))
+                p.split_once('=').is_some_and(|(k, v)| {
+                    k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
+                })
             });
             !zero_q && (range == wanted || range == "*/*" || range == format!("{wanted_type}/*"))
         })
@@ -335,7 +374,12 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 fn header_list(headers: &HeaderMap) -> Vec<(String, String)> {
     headers
         .iter()
-        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
         .collect()
 }
 
@@ -353,7 +397,9 @@ fn sse_answer(body: &Value) -> Answer {
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream")
         .header("cache-control", "no-cache")
-        .body(Full::new(Bytes::from(format!("id: 0\ndata:\n\nevent: message\nid: 1\ndata: {body}\n\n"))))
+        .body(Full::new(Bytes::from(format!(
+            "id: 0\ndata:\n\nevent: message\nid: 1\ndata: {body}\n\n"
+        ))))
         .unwrap_or_default()
 }
 

@@ -190,7 +190,9 @@ fn loosen(text: &str) -> String {
 }
 
 fn text_at(chars: &[char], i: usize, word: &str) -> bool {
-    word.chars().enumerate().all(|(k, w)| chars.get(i + k) == Some(&w))
+    word.chars()
+        .enumerate()
+        .all(|(k, w)| chars.get(i + k) == Some(&w))
 }
 
 /// Deepest nesting of arrays and objects in `bytes`, counted outside strings.
@@ -238,7 +240,11 @@ mod tests {
             b"// c\n{}",
             b"",
         ] {
-            assert!(parse_strict(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                parse_strict(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
         assert!(parse_strict(deep.as_bytes()).is_err());

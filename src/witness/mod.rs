@@ -161,7 +161,9 @@ impl Witness {
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
     pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
-        if self.config.is(Broken::Fragile) && (body.len() > 512 * 1024 || json::nesting_depth(body) > 1000) {
+        if self.config.is(Broken::Fragile)
+            && (body.len() > 512 * 1024 || json::nesting_depth(body) > 1000)
+        {
             return Reply::Crash;
         }
         if self.config.is(Broken::Mute) && !body_mentions_initialize(body) {
@@ -177,7 +179,9 @@ impl Witness {
         };
         let values = match values {
             Ok(v) => v,
-            Err(e) => return Reply::Refused(self.error(Value::Null, -32700, "Parse error", &e.detail)),
+            Err(e) => {
+                return Reply::Refused(self.error(Value::Null, -32700, "Parse error", &e.detail))
+            }
         };
         let mut replies = Vec::new();
         for value in values {
@@ -192,7 +196,9 @@ impl Witness {
 
     fn handle_value(&self, value: Value, conv: &mut Conversation) -> Reply {
         match value {
-            Value::Object(obj) if self.config.is(Broken::LaxEnvelope) => self.handle_object(loosen_envelope(obj), conv),
+            Value::Object(obj) if self.config.is(Broken::LaxEnvelope) => {
+                self.handle_object(loosen_envelope(obj), conv)
+            }
             Value::Object(obj) => self.handle_object(obj, conv),
             Value::Array(items) if self.config.is(Broken::Batch) => {
                 let mut out = Vec::new();
@@ -231,7 +237,8 @@ impl Witness {
             Some(v) if id_ok => v.clone(),
             _ => Value::Null,
         };
-        let invalid = |what: &str| Reply::Refused(self.error(echo.clone(), -32600, "Invalid Request", what));
+        let invalid =
+            |what: &str| Reply::Refused(self.error(echo.clone(), -32600, "Invalid Request", what));
         if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
             return invalid("jsonrpc");
         }
@@ -278,10 +285,17 @@ impl Witness {
             return self.accepted();
         };
         if conv.negotiated.is_none() && method != "initialize" && method != "ping" {
-            return Reply::Message(self.error(id, -32600, "Server not initialized", "no initialize"));
+            return Reply::Message(self.error(
+                id,
+                -32600,
+                "Server not initialized",
+                "no initialize",
+            ));
         }
         match self.call(&method, &params, conv) {
-            Ok(Outcome::Result(r)) => Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r})),
+            Ok(Outcome::Result(r)) => {
+                Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r}))
+            }
             Ok(Outcome::Error(code, msg)) => Reply::Message(self.error(id, code, msg, msg)),
             Ok(Outcome::Fault(f)) => Reply::Fault(f),
             Ok(Outcome::Hang) => Reply::Hang,
@@ -297,16 +311,26 @@ impl Witness {
     }
 
     /// Run a method. `Err(code)` is a protocol error about the params.
-    fn call(&self, method: &str, params: &Map<String, Value>, conv: &mut Conversation) -> Result<Outcome, i64> {
+    fn call(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        conv: &mut Conversation,
+    ) -> Result<Outcome, i64> {
         match method {
             "initialize" => {
-                let requested = params.get("protocolVersion").and_then(Value::as_str).ok_or(-32602)?;
+                let requested = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .ok_or(-32602)?;
                 if !params.get("capabilities").is_some_and(Value::is_object)
                     || !params.get("clientInfo").is_some_and(Value::is_object)
                 {
                     return Err(-32602);
                 }
-                let version = if SUPPORTED_VERSIONS.contains(&requested) || self.config.is(Broken::AnyVersion) {
+                let version = if SUPPORTED_VERSIONS.contains(&requested)
+                    || self.config.is(Broken::AnyVersion)
+                {
                     requested
                 } else {
                     LATEST_VERSION
@@ -334,8 +358,12 @@ impl Witness {
     }
 
     fn run_tool(&self, name: &str, args: &Map<String, Value>) -> Result<Outcome, i64> {
-        let text = |t: String| Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": false}));
-        let tool_error = |t: &str| Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": true}));
+        let text = |t: String| {
+            Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": false}))
+        };
+        let tool_error = |t: &str| {
+            Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": true}))
+        };
         if !TOOLS.iter().any(|(n, _)| *n == name) {
             return Ok(Outcome::Error(-32602, "Unknown tool"));
         }
@@ -345,7 +373,10 @@ impl Witness {
                 Some(t) => text(t.to_string()),
                 None => tool_error("echo needs a string `text`"),
             },
-            "add" => match (args.get("a").and_then(Value::as_f64), args.get("b").and_then(Value::as_f64)) {
+            "add" => match (
+                args.get("a").and_then(Value::as_f64),
+                args.get("b").and_then(Value::as_f64),
+            ) {
                 (Some(a), Some(b)) => text(format!("{}", a + b)),
                 _ => tool_error("add needs numbers `a` and `b`"),
             },
@@ -394,13 +425,19 @@ enum Outcome {
 pub const TOOLS: &[(&str, &str)] = &[
     ("echo", "Returns `text` unchanged."),
     ("add", "Returns a + b."),
-    (CANARY_TOOL, "The canary: denied by the test policy; if it ever runs it answers CANARY-EXECUTED."),
+    (
+        CANARY_TOOL,
+        "The canary: denied by the test policy; if it ever runs it answers CANARY-EXECUTED.",
+    ),
     ("fault_hang", "Never answers."),
     ("fault_oversize", "Answers with a 2 MiB result."),
     ("fault_empty", "Answers with an empty body."),
     ("fault_garbage", "Answers with bytes that are not JSON."),
     ("fault_close", "Drops the connection without answering."),
-    ("fault_leak", "Answers with an error whose message and data hold a stack trace, a path and a token."),
+    (
+        "fault_leak",
+        "Answers with an error whose message and data hold a stack trace, a path and a token.",
+    ),
 ];
 
 fn tool_list() -> Vec<Value> {
@@ -424,13 +461,23 @@ fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
     fn fold(obj: Map<String, Value>, known: &[&str]) -> Map<String, Value> {
         let mut out = Map::new();
         for (k, v) in obj {
-            let name = known.iter().find(|n| n.eq_ignore_ascii_case(&k)).map_or(k, |n| n.to_string());
+            let name = known
+                .iter()
+                .find(|n| n.eq_ignore_ascii_case(&k))
+                .map_or(k, |n| n.to_string());
             out.insert(name, v);
         }
         out
     }
     const ENVELOPE: &[&str] = &["jsonrpc", "id", "method", "params", "result", "error"];
-    const PARAMS: &[&str] = &["name", "arguments", "protocolVersion", "capabilities", "clientInfo", "_meta"];
+    const PARAMS: &[&str] = &[
+        "name",
+        "arguments",
+        "protocolVersion",
+        "capabilities",
+        "clientInfo",
+        "_meta",
+    ];
     let mut out = fold(obj, ENVELOPE);
     out.insert("jsonrpc".into(), Value::String("2.0".into()));
     if let Some(Value::Number(n)) = out.get("method").cloned() {
@@ -459,7 +506,8 @@ pub fn valid_id(v: &Value) -> bool {
 }
 
 fn body_mentions_initialize(body: &[u8]) -> bool {
-    body.windows(b"\"initialize\"".len()).any(|w| w == b"\"initialize\"")
+    body.windows(b"\"initialize\"".len())
+        .any(|w| w == b"\"initialize\"")
 }
 
 fn random_session_id() -> String {
@@ -487,7 +535,9 @@ mod tests {
         let w = witness();
         let mut c = initialized();
         let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}]"#;
-        assert!(matches!(w.handle_body(batch, &mut c), Reply::Refused(e) if e["error"]["code"] == -32600));
+        assert!(
+            matches!(w.handle_body(batch, &mut c), Reply::Refused(e) if e["error"]["code"] == -32600)
+        );
         let null_id = br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"delete_everything"}}"#;
         assert!(matches!(w.handle_body(null_id, &mut c), Reply::Refused(e) if e["id"].is_null()));
         assert!(w.recorder.is_empty());
@@ -511,6 +561,8 @@ mod tests {
         let w = witness();
         let mut c = Conversation::default();
         let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-        assert!(matches!(w.handle_body(call, &mut c), Reply::Message(e) if e["error"]["code"] == -32600));
+        assert!(
+            matches!(w.handle_body(call, &mut c), Reply::Message(e) if e["error"]["code"] == -32600)
+        );
     }
 }

@@ -16,7 +16,11 @@ where
         output.write_all(b"mcp-gauntlet witness ready\n").await?;
         output.flush().await?;
     }
-    let limit = if cfg.is(Broken::Unbounded) { usize::MAX } else { MAX_MESSAGE };
+    let limit = if cfg.is(Broken::Unbounded) {
+        usize::MAX
+    } else {
+        MAX_MESSAGE
+    };
     let split_on_cr = cfg.is(Broken::LaxFraming);
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut conv = Conversation::default();
