@@ -65,6 +65,10 @@ struct RunArgs {
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
     case_timeout: u64,
+    /// stdio: milliseconds to keep reading for a case's answer after the barrier ping was answered
+    /// first (servers that answer concurrently).
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
     /// Seconds the whole run may take; cases not started by then fail.
     #[arg(long, default_value_t = 1800)]
     total_timeout: u64,
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command.unwrap_or(Command::Run(RunArgs {
         case_timeout: 10,
+        settle_ms: 1000,
         total_timeout: 1800,
         spec: "2025-11-25".into(),
         denied_tool: witness::CANARY_TOOL.into(),
@@ -161,6 +166,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
             spec_version: args.spec,
             case_timeout: Duration::from_secs(args.case_timeout.max(1)),
             probe_timeout: Duration::from_secs(args.case_timeout.clamp(1, 5)),
+            settle: Duration::from_millis(args.settle_ms),
             denied_tool: args.denied_tool,
             allowed_tool: args.allowed_tool,
             ..Settings::default()

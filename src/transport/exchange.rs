@@ -40,6 +40,9 @@ pub struct Settings {
     pub extra_headers: Vec<(String, String)>,
     pub case_timeout: Duration,
     pub probe_timeout: Duration,
+    /// stdio: how long to keep reading after the barrier ping's answer when the case's request
+    /// has not been answered yet (servers that answer concurrently may answer the barrier first).
+    pub settle: Duration,
     pub denied_tool: String,
     pub allowed_tool: String,
     pub codes: [i64; 3],
@@ -52,6 +55,7 @@ impl Default for Settings {
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(5),
+            settle: Duration::from_millis(1000),
             denied_tool: crate::witness::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
             codes: [-32600, -32001, -32002],
@@ -112,7 +116,10 @@ fn note_request(obs: &mut Observation, body: &Body) {
     let Some(bytes) = body.to_vec_within(8 * 1024 * 1024) else {
         return;
     };
-    if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(&bytes) {
+    // A BOM is skipped here so the runner can know the id of a request a server may accept.
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(bytes) {
+        obs.request_readable = true;
         obs.request_id = o.get("id").cloned();
         obs.expects_response = o.contains_key("id");
         obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
@@ -566,6 +573,25 @@ async fn run_stdio(
                 obs.alive_detail = Some(
                     "the process closed its output before answering the ping after the case".into(),
                 );
+            }
+        }
+        let answered = lines.iter().any(|l| {
+            matches!(l, Line::Text(t) if serde_json::from_slice::<Value>(t)
+                .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some()))
+        });
+        if answer.is_some() && obs.expects_response && obs.request_readable && !answered {
+            // The barrier was answered first: give the case's own answer a bounded moment.
+            let settle = (Instant::now() + settings.settle).min(deadline);
+            while let Ok(line) = proc.read_line(settle).await {
+                if line == Line::Eof {
+                    break;
+                }
+                let is_answer = matches!(&line, Line::Text(t) if serde_json::from_slice::<Value>(t)
+                    .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some()));
+                lines.push(line);
+                if is_answer {
+                    break;
+                }
             }
         }
         if let Some(status) = proc.exit_status() {

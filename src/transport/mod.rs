@@ -77,6 +77,8 @@ pub struct Observation {
     pub request_id: Option<Value>,
     /// Whether the case's request was a request (has an id), not a notification.
     pub expects_response: bool,
+    /// Whether the runner could read the case's body as one JSON object (else its id is unknown).
+    pub request_readable: bool,
     /// The JSON-RPC method of the case's message, when its body is an object with one.
     pub request_method: Option<String>,
     /// HTTP: the `Accept` header the case's request carried, if any.
@@ -114,6 +116,7 @@ impl Observation {
             transport,
             request_id: None,
             expects_response: false,
+            request_readable: false,
             request_method: None,
             request_accept: None,
             http: None,

@@ -170,9 +170,14 @@ fn is_response(v: &Value) -> bool {
 }
 
 /// Classify what came back.
-pub fn observe(obs: &Observation, ctx: &Context) -> Observed {
+/// `close_allowed`: the case lets the endpoint end (its `alive` is false), so closing without a
+/// word counts as silence.
+pub fn observe(obs: &Observation, ctx: &Context, close_allowed: bool) -> Observed {
     match &obs.ending {
         Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
+        Ending::Closed if close_allowed && obs.http.is_none() => {
+            return Observed::Outcome(Outcome::Silent)
+        }
         Ending::Closed => return Observed::NoAnswer("closed without answering".into()),
         Ending::Unreachable(e) => return Observed::NoAnswer(format!("unreachable: {e}")),
         Ending::Answered => {}
@@ -246,7 +251,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     let observed = if obs.setup_error.is_some() {
         Observed::NoAnswer("not sent".into())
     } else {
-        observe(obs, ctx)
+        observe(obs, ctx, expect.alive == Some(false))
     };
     let verdict_base = |findings: Vec<Finding>, observed: Observed| {
         let status = findings
@@ -421,7 +426,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             let what = if ctx.transport == TransportKind::Stdio {
                 "stdout carried a line that is not a JSON-RPC message (MCP-STDIO-05)"
             } else {
-                "the answer carried data that is not JSON"
+                "the answer carried data that is not strict JSON (UTF-8, no lone surrogates)"
             };
             add(
                 Check::Output,
@@ -568,6 +573,8 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
         match r.get("id") {
             None | Some(Value::Null) => {}
             Some(id) if Some(id) == obs.request_id.as_ref() => {}
+            // The body was not readable JSON to the runner: its id, if any, is unknown.
+            Some(_) if !obs.request_readable => {}
             Some(id) => out.push(format!(
                 "a response carries id {} which is neither the request's id ({}) nor null",
                 truncate(&id.to_string()),
