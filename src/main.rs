@@ -18,9 +18,13 @@ use std::time::Duration;
     version,
     about = "Hostile-input conformance suite for MCP transports (Streamable HTTP and stdio)."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no subcommand, `run`'s options apply (so `mcp-gauntlet -- --list` works).
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -36,7 +40,7 @@ enum Command {
     },
 }
 
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug)]
 struct RunArgs {
     /// A running Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp.
     #[arg(long, conflicts_with = "stdio")]
@@ -125,15 +129,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    let result = match cli.command.unwrap_or(Command::Run(RunArgs {
-        case_timeout: 10,
-        settle_ms: 1000,
-        total_timeout: 1800,
-        spec: "2025-11-25".into(),
-        denied_tool: witness::CANARY_TOOL.into(),
-        allowed_tool: "echo".into(),
-        ..RunArgs::default()
-    })) {
+    let result = match cli.command.unwrap_or(Command::Run(cli.run)) {
         Command::Run(args) => run_command(args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),

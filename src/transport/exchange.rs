@@ -367,6 +367,10 @@ async fn run_http(
             obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
             let mut scan =
                 String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
+            if !resp.trailing.is_empty() {
+                scan.push('\n');
+                scan.push_str(&String::from_utf8_lossy(&resp.trailing));
+            }
             for (k, v) in &resp.headers {
                 scan.push('\n');
                 scan.push_str(k);

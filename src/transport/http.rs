@@ -119,6 +119,9 @@ pub struct HttpResponse {
     pub timed_out: bool,
     /// The connection ended before the declared body length.
     pub cut_short: bool,
+    /// Raw requests only: bytes that came after the response (a second response to bytes the
+    /// server took as another request), up to 1 MiB.
+    pub trailing: Vec<u8>,
 }
 
 impl HttpResponse {
@@ -160,6 +163,7 @@ pub async fn exchange(
         .map_err(|_| TransportError::Timeout("connect"))?
         .map_err(TransportError::Connect)?;
     let _ = stream.set_nodelay(true);
+    let raw = matches!(wire, Wire::Raw(_));
     let (mut reader, mut writer) = stream.into_split();
 
     // The writer runs beside the reader: a server may answer (413) before the body is sent, and
@@ -207,7 +211,19 @@ pub async fn exchange(
         // server treat the request as aborted.
         (result, writer)
     });
-    let read = read_response(&mut reader, caps, deadline, head_only_sse).await;
+    let mut read = read_response(&mut reader, caps, deadline, head_only_sse).await;
+    if let (true, Ok(resp)) = (raw, read.as_mut()) {
+        // Whatever else the server sends on this connection: answers to smuggled requests.
+        let mut chunk = vec![0u8; 64 * 1024];
+        while resp.trailing.len() < 1024 * 1024 {
+            match read_some(&mut reader, &mut chunk, deadline, "trailing bytes").await {
+                Ok(n) if n > 0 => resp.trailing.extend_from_slice(&chunk[..n]),
+                _ => break,
+            }
+        }
+    } else if let Ok(resp) = read.as_mut() {
+        resp.trailing.clear();
+    }
     write.abort();
     read
 }
@@ -300,7 +316,7 @@ async fn read_response<R: AsyncReadExt + Unpin>(
         }
         if let Some(n) = length {
             if resp.body.len() as u64 >= n {
-                resp.body.truncate(n as usize);
+                resp.trailing = resp.body.split_off(n as usize);
                 return Ok(resp);
             }
         }

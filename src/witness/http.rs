@@ -33,6 +33,10 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
             continue;
         };
         let witness = witness.clone();
+        if witness.config.is(Broken::LaxHttp) {
+            tokio::spawn(serve_lax_http(stream, witness, port));
+            continue;
+        }
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let witness = witness.clone();
@@ -44,6 +48,82 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+}
+
+/// The `lax-http` front: a careless HTTP/1.1 reader that trims spaces around header names, takes
+/// the first `Content-Length`, ignores `Transfer-Encoding`, and serves pipelined requests on one
+/// connection, the way request smuggling happens.
+async fn serve_lax_http(mut stream: tokio::net::TcpStream, w: Arc<Witness>, port: u16) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if buf.len() > 64 * 1024 {
+                return;
+            }
+            match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let mut start = lines.next().unwrap_or("").split(' ');
+        let method =
+            Method::from_bytes(start.next().unwrap_or("").as_bytes()).unwrap_or(Method::GET);
+        let path = start.next().unwrap_or("/").to_string();
+        let mut headers = HeaderMap::new();
+        let mut length: Option<usize> = None;
+        for line in lines.filter(|l| !l.is_empty()) {
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "content-length" && length.is_none() {
+                length = value.parse().ok();
+            }
+            if let (Ok(n), Ok(v)) = (
+                hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.append(n, v);
+            }
+        }
+        let length = length.unwrap_or(0).min(16 * 1024 * 1024);
+        while buf.len() < head_end + length {
+            match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => return,
+            }
+        }
+        let body = buf[head_end..head_end + length].to_vec();
+        buf.drain(..head_end + length);
+        let Ok(answer) = respond(&w, port, &method, &path, &headers, BodySource::Read(body)).await
+        else {
+            return;
+        };
+        let (parts, body) = answer.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let mut out = format!("HTTP/1.1 {}\r\n", parts.status).into_bytes();
+        for (k, v) in &parts.headers {
+            out.extend_from_slice(format!("{}: ", k).as_bytes());
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+        out.extend_from_slice(&body);
+        if stream.write_all(&out).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -62,41 +142,67 @@ pub async fn spawn(
 #[error("connection dropped on purpose")]
 pub struct Dropped;
 
+/// Where a request body comes from: hyper's stream (read with limits here), or bytes the
+/// `lax-http` front already read.
+enum BodySource {
+    Stream(Incoming),
+    Read(Vec<u8>),
+}
+
 async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer, Dropped> {
+    let (parts, body) = req.into_parts();
+    respond(
+        w,
+        port,
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        BodySource::Stream(body),
+    )
+    .await
+}
+
+async fn respond(
+    w: &Witness,
+    port: u16,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: BodySource,
+) -> Result<Answer, Dropped> {
     let lax = w.config.is(Broken::LaxHeaders);
-    if req.uri().path() != PATH {
+    if path != PATH {
         return Ok(plain(StatusCode::NOT_FOUND, "not found"));
     }
     let origin_checked = !w.config.is(Broken::NoOrigin);
-    if origin_checked && !(origin_ok(req.headers(), port) && host_ok(req.headers(), port)) {
+    if origin_checked && !(origin_ok(headers, port) && host_ok(headers, port)) {
         return Ok(refusal(
             w,
             StatusCode::FORBIDDEN,
             "Forbidden: origin not allowed",
         ));
     }
-    let method = req.method().clone();
     if method == Method::POST || (lax && method == Method::PUT) {
-        return post(w, req).await;
+        return post(w, headers, body).await;
     }
     if method == Method::GET {
         if lax {
             return Ok(plain(StatusCode::OK, "witness is up"));
         }
-        if !accepts(req.headers(), "text/event-stream") {
+        if !accepts(headers, "text/event-stream") {
             return Ok(refusal(
                 w,
                 StatusCode::NOT_ACCEPTABLE,
                 "Not Acceptable: GET needs text/event-stream",
             ));
         }
-        if let Err((status, msg)) = session_of(w, req.headers()) {
+        if let Err((status, msg)) = session_of(w, headers) {
             return Ok(refusal(w, status, msg));
         }
         return Ok(method_not_allowed());
     }
     if method == Method::DELETE {
-        let id = match session_of(w, req.headers()) {
+        let id = match session_of(w, headers) {
             Ok((id, _)) => id,
             Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => return Ok(plain(StatusCode::OK, "")),
@@ -110,11 +216,9 @@ async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer
     Ok(method_not_allowed())
 }
 
-async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
+async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answer, Dropped> {
     let lax = w.config.is(Broken::LaxHeaders);
     let unbounded = w.config.is(Broken::Unbounded);
-    let (parts, body) = req.into_parts();
-    let headers = &parts.headers;
     if !lax && !content_type_ok(headers) {
         return Ok(refusal(
             w,
@@ -139,10 +243,15 @@ async fn post(w: &Witness, req: Request<Incoming>) -> Result<Answer, Dropped> {
         return Ok(too_large(w));
     }
     // Even the `unbounded` mode stops at 1.5 GiB, so a test cannot take the machine down.
-    let body = match read_body(body, if unbounded { 3 << 29 } else { MAX_MESSAGE }).await {
-        BodyRead::Done(b) => b,
-        BodyRead::TooLarge => return Ok(too_large(w)),
-        BodyRead::Failed => return Err(Dropped),
+    let limit = if unbounded { 3 << 29 } else { MAX_MESSAGE };
+    let body = match body {
+        BodySource::Stream(b) => match read_body(b, limit).await {
+            BodyRead::Done(b) => b,
+            BodyRead::TooLarge => return Ok(too_large(w)),
+            BodyRead::Failed => return Err(Dropped),
+        },
+        BodySource::Read(b) if b.len() > limit => return Ok(too_large(w)),
+        BodySource::Read(b) => b,
     };
     w.recorder.message("http", &body, header_list(headers));
 

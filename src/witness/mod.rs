@@ -68,6 +68,9 @@ pub enum Broken {
     AnyVersion,
     /// Answers notifications and client responses as if they were requests.
     ReplyToAll,
+    /// HTTP: a careless HTTP/1.1 reader (spaces around header names trimmed, first
+    /// Content-Length wins, Transfer-Encoding ignored, pipelined requests served).
+    LaxHttp,
 }
 
 /// Witness settings.
