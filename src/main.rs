@@ -33,6 +33,12 @@ enum Command {
     Run(RunArgs),
     /// Run the witness: a strict, recording MCP server.
     Witness(WitnessArgs),
+    /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
+    #[command(name = "reference-gate", disable_help_flag = true)]
+    ReferenceGate {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Validate case files (every file under each DIR) and print what is wrong, with file, line and column.
     CheckCases {
         #[arg(required = true)]
@@ -46,8 +52,15 @@ struct RunArgs {
     #[arg(long, conflicts_with = "stdio")]
     http: Option<String>,
     /// A stdio server command, as one string split like a shell would (started afresh per case).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["gate", "gate_stdio"])]
     stdio: Option<String>,
+    /// An HTTP gate to start in front of the runner's witness: `{downstream_url}` becomes the
+    /// witness URL, `{port}` a free loopback port where the gate must serve /mcp. Gate profile.
+    #[arg(long, conflicts_with_all = ["http", "gate_stdio"])]
+    gate: Option<String>,
+    /// A stdio gate to start per case: `{downstream_cmd}` becomes a stdio witness command. Gate profile.
+    #[arg(long, conflicts_with = "http")]
+    gate_stdio: Option<String>,
     /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -133,6 +146,9 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
+        Command::ReferenceGate { args } => {
+            return reference_gate::cli::main_from_args(std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args));
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -144,17 +160,26 @@ fn main() -> ExitCode {
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
-    let target = match (args.http, args.stdio) {
-        (Some(url), None) => Target::Http {
+    let mut profile = args.profile;
+    let target = if let Some(url) = args.http {
+        Target::Http {
             url,
             witness_log: args.witness_log,
-        },
-        (None, Some(command)) => Target::Stdio { command },
-        _ => Target::Embedded,
+        }
+    } else if let Some(command) = args.stdio {
+        Target::Stdio { command }
+    } else if let Some(command) = args.gate {
+        profile = Profile::Gate;
+        Target::Gate { command }
+    } else if let Some(command) = args.gate_stdio {
+        profile = Profile::Gate;
+        Target::GateStdio { command }
+    } else {
+        Target::Embedded
     };
     let opts = RunOptions {
         target,
-        profile: args.profile,
+        profile,
         strict: args.strict,
         extra_cases: args.cases,
         headers: args.headers,

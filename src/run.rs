@@ -2,11 +2,12 @@
 //! libtest trials, run them, and write the reports.
 
 use crate::case::{Catalogue, Profile, TransportKind};
+use crate::lanes::{self, Keep};
 use crate::report::{self, Collector, Record, RunInfo};
 use crate::transport::exchange::{self, Endpoint, Settings};
 use crate::transport::http::HttpUrl;
 use crate::verdict::{self, Context, Status};
-use crate::witness::{self, Recorder, Witness, WitnessConfig, WitnessView};
+use crate::witness::{self, WitnessView};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +33,10 @@ pub enum RunError {
     BadHeader(String),
     #[error("cannot set up the run: {0}")]
     Setup(#[source] std::io::Error),
+    #[error("not a command the runner can start: {0}")]
+    BadTarget(String),
+    #[error("the gate did not accept connections on 127.0.0.1:{0} within 10 s")]
+    GateDidNotStart(u16),
 }
 
 /// Where the cases go.
@@ -47,6 +52,10 @@ pub enum Target {
     Stdio {
         command: String,
     },
+    /// An HTTP gate the runner starts in front of its own witness (`{downstream_url}`, `{port}`).
+    Gate { command: String },
+    /// A stdio gate the runner starts per case (`{downstream_cmd}`).
+    GateStdio { command: String },
 }
 
 /// Options of `run`.
@@ -90,11 +99,6 @@ pub struct RunOutcome {
     pub records: Vec<Record>,
 }
 
-struct Lane {
-    transport: TransportKind,
-    endpoint: Endpoint,
-    witness: Option<WitnessView>,
-}
 
 /// Parse `--header 'Name: value'`.
 pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
@@ -135,8 +139,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             .build()
             .map_err(RunError::Setup)?,
     );
-    // Held until the run ends: the per-case log folder of the embedded stdio lane.
-    let _tmp = tempfile_dir()?;
+    // Held until the run ends: per-case witness logs, child processes, server tasks.
+    let tmp = tempfile_dir()?;
+    let mut keep = Keep::default();
     let (lanes, target_name) = match &opts.target {
         Target::Http { url, witness_log } => {
             let url = HttpUrl::parse(url)?;
@@ -144,63 +149,34 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 .as_ref()
                 .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
             let name = url.to_url();
+            (vec![lanes::plain_lane(TransportKind::Http, opts.profile, Endpoint::Http(url), witness)], name)
+        }
+        Target::Stdio { command } => {
+            let endpoint = Endpoint::Stdio {
+                command: command.clone(),
+                log_dir: None,
+            };
             (
-                vec![Lane {
-                    transport: TransportKind::Http,
-                    endpoint: Endpoint::Http(url),
-                    witness,
-                }],
-                name,
+                vec![lanes::plain_lane(TransportKind::Stdio, opts.profile, endpoint, None)],
+                format!("stdio: {command}"),
             )
         }
-        Target::Stdio { command } => (
-            vec![Lane {
-                transport: TransportKind::Stdio,
-                endpoint: Endpoint::Stdio {
-                    command: command.clone(),
-                    log_dir: None,
-                },
-                witness: None,
-            }],
-            format!("stdio: {command}"),
+        Target::Gate { command } => (
+            vec![lanes::gate_http_lane(command, &rt, &mut keep)?],
+            format!("gate: {command}"),
         ),
-        Target::Embedded => {
-            let recorder = Recorder::default();
-            let w = Arc::new(Witness::new(WitnessConfig::default(), recorder.clone()));
-            let (addr, _server) = rt
-                .block_on(witness::http::spawn(
-                    "127.0.0.1:0"
-                        .parse()
-                        .map_err(|_| RunError::Setup(std::io::Error::other("address")))?,
-                    w,
-                ))
-                .map_err(RunError::Witness)?;
-            let url = HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?;
-            let exe = match &opts.self_exe {
-                Some(p) => p.clone(),
-                None => std::env::current_exe().map_err(RunError::Setup)?,
-            };
-            let command = format!(
-                "{} witness --stdio --log {{witness_log}}",
-                shell_words::quote(&exe.to_string_lossy())
-            );
+        Target::GateStdio { command } => {
+            let exe = lanes::self_exe(opts.self_exe.as_ref())?;
             (
-                vec![
-                    Lane {
-                        transport: TransportKind::Http,
-                        endpoint: Endpoint::Http(url),
-                        witness: Some(WitnessView::Memory(recorder)),
-                    },
-                    Lane {
-                        transport: TransportKind::Stdio,
-                        endpoint: Endpoint::Stdio {
-                            command,
-                            log_dir: Some(_tmp.0.clone()),
-                        },
-                        witness: None,
-                    },
-                ],
-                "embedded: witness (server profile)".to_string(),
+                vec![lanes::gate_stdio_lane(command, &exe, &tmp.0)],
+                format!("gate (stdio): {command}"),
+            )
+        }
+        Target::Embedded => {
+            let exe = lanes::self_exe(opts.self_exe.as_ref())?;
+            (
+                lanes::embedded(&rt, &exe, &tmp.0, &mut keep)?,
+                "embedded: witness (server profile) and reference gate (gate profile)".to_string(),
             )
         }
     };
@@ -214,13 +190,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         let serial = Arc::new(tokio::sync::Mutex::new(()));
         for case in &catalogue.cases {
             let applies = case.applies_to_transport(lane.transport)
-                && case.applies_to_profile(opts.profile)
+                && case.applies_to_profile(lane.profile)
                 && case.applies_to_version(&settings.spec_version);
             let case = case.clone();
             let name = case.id.clone();
-            let kind = lane.transport.as_str();
+            let kind = lane.kind.clone();
             if !applies {
-                collector.push(Record::new(&case, lane.transport, None, 0));
+                collector.push(Record::new(&case, lane.transport, lane.profile, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -236,12 +212,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 secrets.clone(),
                 serial.clone(),
             );
-            let (profile, strict) = (opts.profile, opts.strict);
+            let (profile, strict) = (lane.profile, opts.strict);
             trials.push(
                 Trial::test(name, move || {
                     if Instant::now() > global_deadline {
                         let msg = "the run's total deadline passed before this case started";
-                        let mut record = Record::new(&case, lane.transport, None, 0);
+                        let mut record = Record::new(&case, lane.transport, lane.profile, None, 0);
                         record.verdict = "fail".into();
                         record.findings.push(verdict::Finding {
                             check: verdict::Check::Setup,
@@ -252,7 +228,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         return Err(Failed::from(msg));
                     }
                     let check_alive = case
-                        .expectation(strict || profile == Profile::Gate)
+                        .expectation(profile, strict)
                         .alive
                         .unwrap_or(true);
                     let obs = rt.block_on(async {
@@ -281,11 +257,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                             .method
                             .clone()
                             .unwrap_or_else(|| "POST".into()),
+                        placeholders: exchange::base_placeholders(&settings),
                     };
                     let v = verdict::judge(&case, &obs, &ctx);
                     collector.push(Record::new(
                         &case,
                         lane.transport,
+                        profile,
                         Some(&v),
                         obs.elapsed.as_millis() as u64,
                     ));
@@ -311,7 +289,11 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     if let Some(path) = &opts.report {
         let info = RunInfo {
             target: target_name,
-            profile: opts.profile.as_str().into(),
+            profile: match &opts.target {
+                Target::Embedded => "server and gate".into(),
+                Target::Gate { .. } | Target::GateStdio { .. } => Profile::Gate.as_str().into(),
+                _ => opts.profile.as_str().into(),
+            },
             spec: settings.spec_version.clone(),
             strict: opts.strict,
         };

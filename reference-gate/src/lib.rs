@@ -1,4 +1,18 @@
-//! The reference authorization gate: authorize-before-forward for MCP (see DESIGN.md section 5).
+//! The reference authorization gate: authorize-before-forward for MCP (DESIGN.md section 5).
 //!
-//! Not built yet: the runner, witness and server-profile catalogue come first (issue 2); the
-//! gate's canonical parser, policy engine, proxy and fronts arrive with the gate issue (issue 3).
+//! One raw JSON-RPC message in: [`canonical`] parses it strictly and re-serializes it; [`policy`]
+//! decides exactly once per `tools/call`; [`proxy`] coordinates and answers from a fixed error
+//! table; [`forward`] sends only canonical bytes downstream. [`front`] holds the Streamable HTTP
+//! and stdio servers, [`config`] the configuration file, [`trace`] the decision log.
+//!
+//! **Architecture invariant:** this crate depends on nothing of the mcp-gauntlet suite; it is a
+//! product a team can deploy on its own.
+
+pub mod canonical;
+pub mod cli;
+pub mod config;
+pub mod forward;
+pub mod front;
+pub mod policy;
+pub mod proxy;
+pub mod trace;

@@ -148,11 +148,17 @@ impl Case {
             .is_none_or(|r| r.contains(version))
     }
 
-    /// The acceptable set in force: `expect`, narrowed by `strict` when `strict` applies.
-    pub fn expectation(&self, strict: bool) -> Expect {
-        match (&self.spec.strict, strict) {
-            (Some(s), true) => self.spec.expect.narrowed_by(s),
-            _ => self.spec.expect.clone(),
+    /// The acceptable set in force: `expect`, narrowed under the gate profile by `gate` (or,
+    /// without one, `strict`), and under `--strict` by `strict`.
+    pub fn expectation(&self, profile: Profile, strict: bool) -> Expect {
+        let narrower = match profile {
+            Profile::Gate => self.spec.gate.as_ref().or(self.spec.strict.as_ref()),
+            Profile::Server if strict => self.spec.strict.as_ref(),
+            Profile::Server => None,
+        };
+        match narrower {
+            Some(n) => self.spec.expect.narrowed_by(n),
+            None => self.spec.expect.clone(),
         }
     }
 }
@@ -196,6 +202,11 @@ impl Placeholders {
         }
         out.push_str(rest);
         out
+    }
+
+    /// A JSON value with placeholders replaced in its strings and member names.
+    pub fn apply_json_value(&self, value: &serde_json::Value) -> serde_json::Value {
+        self.apply_json(value)
     }
 
     fn apply_json(&self, value: &serde_json::Value) -> serde_json::Value {
@@ -515,11 +526,16 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.expect.outcome.is_none() {
         return Err(invalid(path, "`expect.outcome` is required"));
     }
-    if let Some(strict) = &spec.strict {
-        check_expect(path, "strict", strict)?;
-        if *strict == Expect::default() {
-            return Err(invalid(path, "`strict` is empty"));
+    for (key, narrower) in [("strict", &spec.strict), ("gate", &spec.gate)] {
+        if let Some(n) = narrower {
+            check_expect(path, key, n)?;
+            if *n == Expect::default() {
+                return Err(invalid(path, format!("`{key}` is empty")));
+            }
         }
+    }
+    if spec.gate.is_some() && spec.profiles.as_ref().is_some_and(|p| !p.contains(&Profile::Gate)) {
+        return Err(invalid(path, "`gate` set on a case that does not apply to the gate profile"));
     }
     // Every `{{name}}` in the file must be a known placeholder.
     let mut rest = text;

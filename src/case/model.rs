@@ -111,6 +111,11 @@ pub struct CaseSpec {
     pub expect: Expect,
     #[serde(default)]
     pub strict: Option<Expect>,
+    /// The set in force under the gate profile (narrowing `expect`), when it differs from
+    /// `strict`: the reference gate's error table differs from plain JSON-RPC (malformed input,
+    /// parse errors included, is `{{code_malformed}}`).
+    #[serde(default)]
+    pub gate: Option<Expect>,
 }
 
 fn default_level() -> Level {
@@ -275,6 +280,10 @@ pub struct Expect {
     pub alive: Option<bool>,
     #[serde(default)]
     pub leak: Option<bool>,
+    /// Gate profile: the JSON-RPC message the witness must have received (compared as JSON,
+    /// placeholders replaced), exactly once, as compact canonical bytes.
+    #[serde(default)]
+    pub forwarded_json: Option<serde_json::Value>,
 }
 
 impl Expect {
@@ -294,6 +303,7 @@ impl Expect {
             forwarded: strict.forwarded.or(self.forwarded),
             alive: strict.alive.or(self.alive),
             leak: strict.leak.or(self.leak),
+            forwarded_json: strict.forwarded_json.clone().or_else(|| self.forwarded_json.clone()),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Reports: the per-trial record the runner keeps, the JSON report (`--report`), and the
 //! warning summary printed after libtest's own output.
 
-use crate::case::{Case, Level, TransportKind};
+use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
@@ -14,6 +14,7 @@ pub const REPORT_FORMAT: &str = "mcp-gauntlet-report/1";
 pub struct Record {
     pub id: String,
     pub transport: TransportKind,
+    pub profile: Profile,
     pub title: String,
     pub requirements: Vec<String>,
     pub level: Level,
@@ -30,12 +31,14 @@ impl Record {
     pub fn new(
         case: &Case,
         transport: TransportKind,
+        profile: Profile,
         verdict: Option<&Verdict>,
         elapsed_ms: u64,
     ) -> Record {
         Record {
             id: case.id.clone(),
             transport,
+            profile,
             title: case.spec.title.clone(),
             requirements: case.spec.requirements.clone(),
             level: case.spec.level,
@@ -71,7 +74,7 @@ impl Collector {
     /// All records, sorted by case id then transport.
     pub fn records(&self) -> Vec<Record> {
         let mut v = self.inner.lock().map(|v| v.clone()).unwrap_or_default();
-        v.sort_by(|a, b| (&a.id, a.transport).cmp(&(&b.id, b.transport)));
+        v.sort_by(|a, b| (&a.id, a.profile, a.transport).cmp(&(&b.id, b.profile, b.transport)));
         v
     }
 }

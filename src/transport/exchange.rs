@@ -70,7 +70,8 @@ struct Handshake {
     version: String,
 }
 
-fn base_placeholders(settings: &Settings) -> Placeholders {
+/// Placeholders known before any exchange: tool names, the requested version, the code table.
+pub fn base_placeholders(settings: &Settings) -> Placeholders {
     let mut p = Placeholders::default();
     p.set("denied_tool", settings.denied_tool.clone())
         .set("allowed_tool", settings.allowed_tool.clone())

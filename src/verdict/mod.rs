@@ -151,6 +151,8 @@ pub struct Context {
     pub codes: [i64; 3],
     /// The method of the case's request (GET streams count as accepted).
     pub method: String,
+    /// Placeholder values, for expectations that name the tools (`forwarded_json`).
+    pub placeholders: crate::case::Placeholders,
 }
 
 fn responses(messages: &[Value]) -> Vec<&Value> {
@@ -227,7 +229,7 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 /// Judge one observation.
 pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     let strict = ctx.strict || ctx.profile == Profile::Gate;
-    let expect: Expect = case.expectation(strict);
+    let expect: Expect = case.expectation(ctx.profile, ctx.strict);
     let level_status = match case.spec.level {
         Level::Must => Status::Fail,
         Level::Should if ctx.strict => Status::Fail,
@@ -447,18 +449,9 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             })
         })
         .flatten();
-    if let (Some(want), Some(events)) = (expect.forwarded.or(default_forwarded), &obs.witness) {
-        let got = events.iter().any(|e| matches!(e, Event::Message { .. }));
-        if got != want {
-            add(
-                Check::Forwarded,
-                Status::Fail,
-                if want {
-                    "expected the message to reach the witness; nothing arrived".into()
-                } else {
-                    "expected nothing to reach the witness; the message was forwarded".into()
-                },
-            );
+    if let (Profile::Gate, Some(events)) = (ctx.profile, &obs.witness) {
+        for problem in forwarding_problems(&expect, default_forwarded, events, ctx) {
+            add(Check::Forwarded, Status::Fail, problem);
         }
     }
 
@@ -505,6 +498,75 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     }
 
     verdict_base(findings, observed)
+}
+
+/// What a gate's downstream received for one case, judged: whether anything arrived, exactly once
+/// (GATE-FWD-04), as compact canonical bytes (GATE-FWD-01), carrying the expected message
+/// (GATE-DENY-05) and none of the client's credentials (GATE-HDR-01). The gate's own downstream
+/// handshake (`initialize`, `notifications/initialized`) is not the client's message and is
+/// left out; the gate answers a client's `initialize` itself and never forwards it.
+fn forwarding_problems(expect: &Expect, default_forwarded: Option<bool>, events: &[Event], ctx: &Context) -> Vec<String> {
+    let mut out = Vec::new();
+    let forwarded: Vec<(&String, u64, &Vec<(String, String)>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message { raw, raw_len, headers, .. } => Some((raw, *raw_len, headers)),
+            Event::Tool { .. } => None,
+        })
+        .filter(|(raw, _, _)| {
+            let method = serde_json::from_str::<Value>(raw)
+                .ok()
+                .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
+            !matches!(method.as_deref(), Some("initialize") | Some("notifications/initialized"))
+        })
+        .collect();
+    let want = expect.forwarded.or(default_forwarded).or(expect.forwarded_json.as_ref().map(|_| true));
+    match want {
+        Some(false) if !forwarded.is_empty() => {
+            out.push(format!(
+                "expected nothing to reach the witness; it received {}",
+                show_bytes(forwarded[0].0.as_bytes(), 160)
+            ));
+            return out;
+        }
+        Some(true) if forwarded.is_empty() => {
+            out.push("expected the message to reach the witness; nothing arrived".into());
+            return out;
+        }
+        Some(true) if forwarded.len() > 1 => {
+            out.push(format!("one client message reached the witness {} times", forwarded.len()));
+        }
+        _ => {}
+    }
+    for (raw, raw_len, headers) in &forwarded {
+        // Secrets never travel downstream, in headers or in the body.
+        for s in ctx.secrets.iter().filter(|s| s.len() >= 4) {
+            if raw.contains(s.as_str()) || headers.iter().any(|(_, v)| v.contains(s.as_str())) {
+                out.push("a credential the client sent reached the witness".into());
+            }
+        }
+        if raw.len() as u64 != *raw_len {
+            continue; // the record keeps only the first 4 KiB
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(v) => {
+                if v.to_string() != **raw {
+                    out.push(format!(
+                        "the forwarded bytes are not compact canonical JSON: {}",
+                        show_bytes(raw.as_bytes(), 160)
+                    ));
+                }
+                if let Some(expected) = &expect.forwarded_json {
+                    let expected = ctx.placeholders.apply_json_value(expected);
+                    if v != expected {
+                        out.push(format!("the witness received {v}, not {expected}"));
+                    }
+                }
+            }
+            Err(_) => out.push(format!("the witness received bytes that are not JSON: {}", show_bytes(raw.as_bytes(), 160))),
+        }
+    }
+    out
 }
 
 /// MCP protocol versions that exist.

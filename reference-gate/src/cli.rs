@@ -1,0 +1,140 @@
+//! The command line: `reference-gate --config FILE [--listen ADDR] [--downstream URL |
+//! --downstream-cmd CMD] [--stdio]`. Shared by the `reference-gate` binary and by mcp-gauntlet,
+//! which embeds the gate for its default run.
+
+use crate::config::{GateConfig, Server};
+use crate::forward::ConfiguredForwarder;
+use crate::front::http::{HttpFront, HttpSettings};
+use crate::policy::Engine;
+use crate::proxy::Proxy;
+use crate::trace::Tracer;
+use anyhow::Context as _;
+use clap::Parser;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit codes.
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_RUNTIME: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_CONFIG: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(name = "reference-gate", version, about = "Authorize-before-forward MCP gate: canonical bytes only, exact error codes.")]
+pub struct Args {
+    /// The gate configuration (JSON).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Listen address for the HTTP front (overrides the config's `listen`).
+    #[arg(long, conflicts_with = "stdio")]
+    pub listen: Option<String>,
+    /// The configured server's downstream URL (overrides the config).
+    #[arg(long, conflicts_with = "downstream_cmd")]
+    pub downstream: Option<String>,
+    /// The configured server's downstream stdio command, one string split like a shell would.
+    #[arg(long)]
+    pub downstream_cmd: Option<String>,
+    /// Serve on stdin/stdout instead of HTTP.
+    #[arg(long)]
+    pub stdio: bool,
+}
+
+/// Load the config and apply the command-line overrides.
+pub fn configure(args: &Args) -> anyhow::Result<GateConfig> {
+    let mut cfg = GateConfig::load(&args.config)?;
+    let server = cfg.server.clone();
+    if let Some(url) = &args.downstream {
+        cfg.servers.insert(server, Server::Url(url.clone()));
+    } else if let Some(cmd) = &args.downstream_cmd {
+        let words = shell_words::split(cmd).context("--downstream-cmd is not a valid command line")?;
+        cfg.servers.insert(server, Server::Command(words));
+    }
+    if let Some(listen) = &args.listen {
+        cfg.listen = listen.clone();
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// The proxy a configuration describes, with the configured rule engine.
+pub fn build_proxy(cfg: &GateConfig) -> anyhow::Result<Arc<Proxy>> {
+    let engine: Arc<dyn Engine> = Arc::new(cfg.policy.clone());
+    build_proxy_with(cfg, engine)
+}
+
+/// The proxy a configuration describes, with another engine.
+pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Result<Arc<Proxy>> {
+    let tracer = match &cfg.trace {
+        Some(path) => Tracer::file(path).with_context(|| format!("cannot open the trace file {path}"))?,
+        None => Tracer::none(),
+    };
+    let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
+    Ok(Arc::new(Proxy::new(engine, forwarder, cfg.limits, cfg.errors, tracer)))
+}
+
+/// The HTTP front's settings for a configuration.
+pub fn http_settings(cfg: &GateConfig) -> HttpSettings {
+    HttpSettings {
+        server_id: cfg.server.clone(),
+        bearer_sha256: cfg.bearer_sha256.clone(),
+        read_deadline: Duration::from_millis(cfg.deadlines.client_read_ms),
+        refusal_code: cfg.errors.malformed,
+    }
+}
+
+/// Serve a configuration until killed (HTTP) or until stdin ends (stdio).
+pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
+    let proxy = build_proxy(&cfg)?;
+    if stdio {
+        crate::front::stdio::serve(proxy, &cfg.server, cfg.errors.malformed, tokio::io::stdin(), tokio::io::stdout()).await?;
+        return Ok(());
+    }
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    println!("listening http://{addr}{}", crate::front::http::PATH);
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    crate::front::http::serve(listener, HttpFront::new(proxy, http_settings(&cfg))).await;
+    Ok(())
+}
+
+/// The whole command, for `main`.
+pub fn main_from_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
+    let cfg = match configure(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("reference-gate: {e:#}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("reference-gate: {e}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    match rt.block_on(serve(cfg, args.stdio)) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("reference-gate: {e:#}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The gate's configuration file (JSON): where it listens, the trusted downstream servers, the
+//! policy, limits, the error-code table and the trace file.
+
+use crate::canonical::Limits;
+use crate::policy::RuleEngine;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A downstream server, named by the id clients' calls are routed to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+pub enum Server {
+    /// A Streamable HTTP endpoint.
+    Url(String),
+    /// A stdio server: program and arguments.
+    Command(Vec<String>),
+}
+
+/// The error-code table. Defaults follow the gate design: malformed -32600, denied -32001,
+/// downstream failure -32002.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ErrorCodes {
+    pub malformed: i64,
+    pub denied: i64,
+    pub downstream: i64,
+}
+
+impl Default for ErrorCodes {
+    fn default() -> Self {
+        ErrorCodes {
+            malformed: -32600,
+            denied: -32001,
+            downstream: -32002,
+        }
+    }
+}
+
+/// Deadlines and bounds for the downstream exchange and the client front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Deadlines {
+    pub connect_ms: u64,
+    /// The whole downstream request, response included.
+    pub request_ms: u64,
+    /// Largest downstream response.
+    pub max_response: usize,
+    /// How long a client may take to send a request.
+    pub client_read_ms: u64,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            connect_ms: 2000,
+            request_ms: 3000,
+            max_response: 1024 * 1024,
+            client_read_ms: 10_000,
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    pub servers: BTreeMap<String, Server>,
+    /// The server id client calls go to (the fronts serve one downstream each).
+    pub server: String,
+    #[serde(default)]
+    pub policy: RuleEngine,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub deadlines: Deadlines,
+    #[serde(default)]
+    pub errors: ErrorCodes,
+    /// SHA-256 hex digests of accepted bearer tokens. Empty: no authentication.
+    #[serde(default)]
+    pub bearer_sha256: Vec<String>,
+    /// Decision traces as JSON lines; absent: stderr.
+    #[serde(default)]
+    pub trace: Option<String>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:0".into()
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the server id `{0}` is not among `servers`")]
+    UnknownServer(String),
+    #[error("error codes must be distinct, and none of -32700, -32601, -32602, -32603")]
+    Codes,
+}
+
+impl GateConfig {
+    pub fn load(path: &Path) -> Result<GateConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let cfg: GateConfig = serde_json::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.display().to_string(),
+            source,
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !self.servers.contains_key(&self.server) {
+            return Err(ConfigError::UnknownServer(self.server.clone()));
+        }
+        let e = self.errors;
+        let reserved = [-32700, -32601, -32602, -32603];
+        if e.malformed == e.denied
+            || e.denied == e.downstream
+            || e.malformed == e.downstream
+            || reserved.contains(&e.denied)
+            || reserved.contains(&e.downstream)
+        {
+            return Err(ConfigError::Codes);
+        }
+        Ok(())
+    }
+
+    /// The downstream of the configured server.
+    pub fn downstream(&self) -> Option<&Server> {
+        self.servers.get(&self.server)
+    }
+}

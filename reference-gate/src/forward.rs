@@ -1,0 +1,370 @@
+//! Forwarders: the only way bytes leave the gate. A [`Forwarder`] receives a server id and
+//! canonical bytes, nothing else — no client credentials, headers, session or destination — and
+//! maps the id through the trusted configuration itself. Each keeps its own downstream session
+//! and enforces connect, request and response bounds.
+
+use crate::config::{Deadlines, Server};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// Why forwarding failed. Never shown to a client: every kind becomes the downstream-failure code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForwardError {
+    #[error("no downstream is configured for this server id")]
+    UnknownServer,
+    #[error("the downstream did not answer in time")]
+    Timeout,
+    #[error("the downstream could not be reached")]
+    Unreachable,
+    #[error("the downstream answered with more than the response bound")]
+    Oversize,
+    #[error("the downstream answered with something that is not a response")]
+    BadAnswer,
+}
+
+/// A boxed future, so forwarders can be trait objects.
+pub type ForwardFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, ForwardError>> + Send + 'a>>;
+
+/// Sends canonical bytes to the server `server_id` names and returns the raw answer: the JSON
+/// text of one JSON-RPC message, or nothing for a notification.
+pub trait Forwarder: Send + Sync + 'static {
+    fn forward<'a>(&'a self, server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a>;
+}
+
+/// Protocol version the gate speaks downstream.
+const DOWNSTREAM_VERSION: &str = "2025-11-25";
+
+fn init_message() -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"gate-init","method":"initialize","params":{{"protocolVersion":"{DOWNSTREAM_VERSION}","capabilities":{{}},"clientInfo":{{"name":"reference-gate","version":"{}"}}}}}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+    .into_bytes()
+}
+
+const INITIALIZED: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+/// Forwards to the configured servers, over HTTP or stdio as each is configured.
+pub struct ConfiguredForwarder {
+    servers: BTreeMap<String, Box<dyn Forwarder>>,
+}
+
+impl ConfiguredForwarder {
+    pub fn new(servers: &BTreeMap<String, Server>, deadlines: Deadlines) -> ConfiguredForwarder {
+        let servers = servers
+            .iter()
+            .map(|(id, s)| {
+                let f: Box<dyn Forwarder> = match s {
+                    Server::Url(url) => Box::new(HttpForwarder::new(url.clone(), deadlines)),
+                    Server::Command(cmd) => Box::new(StdioForwarder::new(cmd.clone(), deadlines)),
+                };
+                (id.clone(), f)
+            })
+            .collect();
+        ConfiguredForwarder { servers }
+    }
+}
+
+impl Forwarder for ConfiguredForwarder {
+    fn forward<'a>(&'a self, server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+        match self.servers.get(server_id) {
+            Some(f) => f.forward(server_id, canonical, expects_answer),
+            None => Box::pin(async { Err(ForwardError::UnknownServer) }),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct HttpTarget {
+    authority: String,
+    connect: String,
+    path: String,
+}
+
+fn parse_url(url: &str) -> Option<HttpTarget> {
+    let rest = url.strip_prefix("http://")?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let connect = if authority.contains(':') { authority.to_string() } else { format!("{authority}:80") };
+    Some(HttpTarget {
+        authority: authority.to_string(),
+        connect: connect.trim_start_matches('[').replace("]:", ":"),
+        path: path.to_string(),
+    })
+}
+
+/// A Streamable HTTP downstream with the gate's own session.
+pub struct HttpForwarder {
+    url: String,
+    deadlines: Deadlines,
+    session: Mutex<Option<Option<String>>>,
+}
+
+struct HttpAnswer {
+    status: u16,
+    session: Option<String>,
+    body: Vec<u8>,
+    sse: bool,
+}
+
+impl HttpForwarder {
+    pub fn new(url: String, deadlines: Deadlines) -> HttpForwarder {
+        HttpForwarder {
+            url,
+            deadlines,
+            session: Mutex::new(None),
+        }
+    }
+
+    async fn post(&self, body: &[u8], session: Option<&str>, deadline: Instant) -> Result<HttpAnswer, ForwardError> {
+        let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
+        let connect_by = (Instant::now() + Duration::from_millis(self.deadlines.connect_ms)).min(deadline);
+        let stream = tokio::time::timeout_at(connect_by, tokio::net::TcpStream::connect(&target.connect))
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable)?;
+        let io = TokioIo::new(stream);
+        let (mut sender, conn) = tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable)?;
+        let driver = tokio::spawn(conn);
+        let mut req = Request::post(&target.path)
+            .header("host", &target.authority)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", DOWNSTREAM_VERSION);
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        let req = req
+            .body(Full::new(Bytes::copy_from_slice(body)))
+            .map_err(|_| ForwardError::Unreachable)?;
+        let result = async {
+            let resp = sender.send_request(req).await.map_err(|_| ForwardError::Unreachable)?;
+            let status = resp.status().as_u16();
+            let session = resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let sse = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
+            let mut body = resp.into_body();
+            let mut out = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|_| ForwardError::Unreachable)?;
+                if let Ok(data) = frame.into_data() {
+                    out.extend_from_slice(&data);
+                    if out.len() > self.deadlines.max_response {
+                        return Err(ForwardError::Oversize);
+                    }
+                    // An SSE stream may stay open after the response: stop at the first answer.
+                    if sse && sse_answer(&out).is_some() {
+                        break;
+                    }
+                }
+            }
+            Ok(HttpAnswer { status, session, body: out, sse })
+        };
+        let answer = tokio::time::timeout_at(deadline, result).await.map_err(|_| ForwardError::Timeout);
+        driver.abort();
+        answer?
+    }
+
+    async fn ensure_session(&self, deadline: Instant) -> Result<Option<String>, ForwardError> {
+        let mut guard = self.session.lock().await;
+        if let Some(s) = guard.as_ref() {
+            return Ok(s.clone());
+        }
+        let init = self.post(&init_message(), None, deadline).await?;
+        if init.status != 200 {
+            return Err(ForwardError::BadAnswer);
+        }
+        let session = init.session;
+        let _ = self.post(INITIALIZED, session.as_deref(), deadline).await;
+        *guard = Some(session.clone());
+        Ok(session)
+    }
+}
+
+/// The first JSON-RPC response carried in an SSE body.
+fn sse_answer(body: &[u8]) -> Option<Vec<u8>> {
+    let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
+    for event in text.split("\n\n") {
+        let data: Vec<&str> = event
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if data.is_empty() {
+            continue;
+        }
+        let joined = data.join("\n");
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&joined) {
+            if v.get("result").is_some() || v.get("error").is_some() {
+                return Some(joined.into_bytes());
+            }
+        }
+    }
+    None
+}
+
+impl Forwarder for HttpForwarder {
+    fn forward<'a>(&'a self, _server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+        Box::pin(async move {
+            let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
+            let session = self.ensure_session(deadline).await?;
+            let mut answer = self.post(canonical, session.as_deref(), deadline).await?;
+            if answer.status == 404 && session.is_some() {
+                // The downstream ended our session: start a new one, once.
+                *self.session.lock().await = None;
+                let session = self.ensure_session(deadline).await?;
+                answer = self.post(canonical, session.as_deref(), deadline).await?;
+            }
+            if !expects_answer {
+                return Ok(Vec::new());
+            }
+            if answer.sse {
+                return sse_answer(&answer.body).ok_or(ForwardError::BadAnswer);
+            }
+            Ok(answer.body)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct StdioChild {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: BufReader<tokio::process::ChildStdout>,
+}
+
+/// A stdio downstream: one child process, initialized once, one request at a time; restarted
+/// after any failure.
+pub struct StdioForwarder {
+    command: Vec<String>,
+    deadlines: Deadlines,
+    child: Mutex<Option<StdioChild>>,
+}
+
+impl StdioForwarder {
+    pub fn new(command: Vec<String>, deadlines: Deadlines) -> StdioForwarder {
+        StdioForwarder {
+            command,
+            deadlines,
+            child: Mutex::new(None),
+        }
+    }
+
+    fn spawn(&self) -> Result<StdioChild, ForwardError> {
+        let (program, args) = self.command.split_first().ok_or(ForwardError::UnknownServer)?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|_| ForwardError::Unreachable)?;
+        let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
+        let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
+        Ok(StdioChild { child, stdin, stdout })
+    }
+
+    /// Write one line; when `id` is given, read lines until the response with that id.
+    async fn exchange(&self, c: &mut StdioChild, line: &[u8], id: Option<&serde_json::Value>) -> Result<Vec<u8>, ForwardError> {
+        c.stdin.write_all(line).await.map_err(|_| ForwardError::Unreachable)?;
+        c.stdin.write_all(b"\n").await.map_err(|_| ForwardError::Unreachable)?;
+        c.stdin.flush().await.map_err(|_| ForwardError::Unreachable)?;
+        let Some(id) = id else { return Ok(Vec::new()) };
+        loop {
+            let mut out = Vec::new();
+            // Bounded line read: take at most max_response + 1 bytes.
+            let limit = self.deadlines.max_response as u64 + 1;
+            let n = (&mut c.stdout)
+                .take(limit)
+                .read_until(b'\n', &mut out)
+                .await
+                .map_err(|_| ForwardError::Unreachable)?;
+            if n == 0 {
+                return Err(ForwardError::Unreachable);
+            }
+            if out.len() as u64 >= limit && out.last() != Some(&b'\n') {
+                return Err(ForwardError::Oversize);
+            }
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out) else {
+                return Err(ForwardError::BadAnswer);
+            };
+            let is_answer = v.get("result").is_some() || v.get("error").is_some();
+            if is_answer && v.get("id") == Some(id) {
+                while out.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    out.pop();
+                }
+                return Ok(out);
+            }
+            if is_answer {
+                return Err(ForwardError::BadAnswer);
+            }
+            // A downstream notification or request: not relayed (GATE-DOWN-05).
+        }
+    }
+}
+
+use tokio::io::AsyncReadExt as _;
+
+impl Forwarder for StdioForwarder {
+    fn forward<'a>(&'a self, _server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+        Box::pin(async move {
+            let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
+            let mut guard = self.child.lock().await;
+            let work = async {
+                if guard.is_none() {
+                    let mut c = self.spawn()?;
+                    let init_id = serde_json::Value::String("gate-init".into());
+                    self.exchange(&mut c, &init_message(), Some(&init_id)).await?;
+                    self.exchange(&mut c, INITIALIZED, None).await?;
+                    *guard = Some(c);
+                }
+                let c = guard.as_mut().ok_or(ForwardError::Unreachable)?;
+                let id = if expects_answer {
+                    serde_json::from_slice::<serde_json::Value>(canonical)
+                        .ok()
+                        .and_then(|v| v.get("id").cloned())
+                } else {
+                    None
+                };
+                self.exchange(c, canonical, id.as_ref()).await
+            };
+            let result = match tokio::time::timeout_at(deadline, work).await {
+                Ok(r) => r,
+                Err(_) => Err(ForwardError::Timeout),
+            };
+            if result.is_err() {
+                // A child in an unknown state is replaced on the next call.
+                if let Some(mut c) = guard.take() {
+                    let _ = c.child.start_kill();
+                }
+            }
+            result
+        })
+    }
+}

@@ -1,0 +1,325 @@
+//! The Streamable HTTP front. It enforces the transport rules itself (GATE-HTTP-01) before the
+//! proxy sees a body: Origin and Host (403), bearer token (401), Content-Type (415), Accept (406),
+//! body size on the declared length and while streaming (413), sessions (400 without, 404
+//! unknown), protocol version (400), GET/DELETE, other methods 405 with `Allow`.
+
+use crate::canonical::Message;
+use crate::proxy::{Credentials, Handled, Proxy, SUPPORTED_VERSIONS};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// The endpoint path.
+pub const PATH: &str = "/mcp";
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+
+type Answer = Response<Full<Bytes>>;
+
+/// Front settings.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    pub server_id: String,
+    /// SHA-256 hex digests of accepted bearer tokens; empty means no authentication.
+    pub bearer_sha256: Vec<String>,
+    pub read_deadline: Duration,
+    /// The error code of transport-level refusals' JSON-RPC envelopes.
+    pub refusal_code: i64,
+}
+
+/// The HTTP front's shared state.
+pub struct HttpFront {
+    proxy: Arc<Proxy>,
+    settings: HttpSettings,
+    /// Client-facing sessions: id -> negotiated version. Never forwarded.
+    sessions: Mutex<HashMap<String, String>>,
+}
+
+impl HttpFront {
+    pub fn new(proxy: Arc<Proxy>, settings: HttpSettings) -> Arc<HttpFront> {
+        Arc::new(HttpFront {
+            proxy,
+            settings,
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+/// Serve until the task is dropped.
+pub async fn serve(listener: TcpListener, front: Arc<HttpFront>) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let front = front.clone();
+        tokio::spawn(async move {
+            let read_deadline = front.settings.read_deadline;
+            let service = hyper::service::service_fn(move |req| {
+                let front = front.clone();
+                async move { Ok::<_, Infallible>(handle(&front, port, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(read_deadline)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn one<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(v), None) => v.to_str().map(Some).map_err(|_| ()),
+        _ => Err(()),
+    }
+}
+
+fn loopback_authority(value: &str, port: u16, scheme: &str) -> bool {
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .any(|h| value.eq_ignore_ascii_case(&format!("{scheme}{h}:{port}")))
+}
+
+fn json_answer(status: StatusCode, body: Vec<u8>) -> Answer {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    r
+}
+
+impl HttpFront {
+    /// A transport-level refusal: the status with a JSON-RPC error envelope whose id is null.
+    fn refuse(&self, status: StatusCode, message: &'static str) -> Answer {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":null,"error":{{"code":{},"message":"{message}"}}}}"#,
+            self.settings.refusal_code
+        );
+        let mut r = json_answer(status, body.into_bytes());
+        if status == StatusCode::PAYLOAD_TOO_LARGE || status == StatusCode::BAD_REQUEST {
+            r.headers_mut().insert("connection", HeaderValue::from_static("close"));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
+        }
+        r
+    }
+
+    fn session(&self, headers: &HeaderMap) -> Result<(String, String), Answer> {
+        let id = match one(headers, SESSION) {
+            Ok(Some(id)) => id,
+            Ok(None) => return Err(self.refuse(StatusCode::BAD_REQUEST, "Bad Request: missing session")),
+            Err(()) => return Err(self.refuse(StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
+        };
+        let version = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        match version {
+            Some(v) => Ok((id.to_string(), v)),
+            None => Err(self.refuse(StatusCode::NOT_FOUND, "Not Found: unknown session")),
+        }
+    }
+
+    fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ()> {
+        if self.settings.bearer_sha256.is_empty() {
+            return Ok(None);
+        }
+        let value = one(headers, "authorization")?.ok_or(())?;
+        let (scheme, token) = value.split_once(' ').ok_or(())?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(());
+        }
+        use sha2::Digest;
+        let digest: String = sha2::Sha256::digest(token.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        if self.settings.bearer_sha256.iter().any(|d| d.eq_ignore_ascii_case(&digest)) {
+            Ok(Some(format!("token:{}", &digest[..12])))
+        } else {
+            Err(())
+        }
+    }
+}
+
+fn content_type_ok(headers: &HeaderMap) -> bool {
+    let Ok(Some(ct)) = one(headers, "content-type") else {
+        return false;
+    };
+    let mut parts = ct.split(';');
+    if !parts.next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
+        return false;
+    }
+    parts.all(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        k.trim().eq_ignore_ascii_case("charset") && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+    })
+}
+
+fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    let top = wanted.split('/').next().unwrap_or("");
+    headers
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let refused = parts.any(|p| p.split_once('=').is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)));
+            !refused && (range == wanted || range == "*/*" || range == format!("{top}/*"))
+        })
+}
+
+async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    if parts.uri.path() != PATH {
+        return front.refuse(StatusCode::NOT_FOUND, "Not Found");
+    }
+    let origin_ok = match one(headers, "origin") {
+        Ok(None) => true,
+        Ok(Some(o)) => loopback_authority(o, port, "http://"),
+        Err(()) => false,
+    };
+    let host_ok = matches!(one(headers, "host"), Ok(Some(h)) if loopback_authority(h, port, ""));
+    if !origin_ok || !host_ok {
+        return front.refuse(StatusCode::FORBIDDEN, "Forbidden");
+    }
+    let Ok(principal) = front.principal(headers) else {
+        return front.refuse(StatusCode::UNAUTHORIZED, "Unauthorized");
+    };
+    let credentials = Credentials { principal };
+    match parts.method {
+        Method::POST => post(front, headers, body, &credentials).await,
+        Method::GET => {
+            if !accepts(headers, "text/event-stream") {
+                return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
+            }
+            if let Err(answer) = front.session(headers) {
+                return answer;
+            }
+            // The gate opens no server-to-client stream: downstream requests are not relayed.
+            let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+            r.headers_mut().insert("allow", HeaderValue::from_static("POST, DELETE"));
+            r
+        }
+        Method::DELETE => match front.session(headers) {
+            Ok((id, _)) => {
+                if let Ok(mut s) = front.sessions.lock() {
+                    s.remove(&id);
+                }
+                let mut r = Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = StatusCode::OK;
+                r
+            }
+            Err(answer) => answer,
+        },
+        _ => {
+            let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+            r.headers_mut().insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+async fn post(front: &HttpFront, headers: &HeaderMap, body: Incoming, credentials: &Credentials) -> Answer {
+    if !content_type_ok(headers) {
+        return front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
+    }
+    if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+        return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
+    }
+    let limit = front.proxy.limits().max_bytes;
+    let declared = match one(headers, "content-length") {
+        Ok(v) => v.and_then(|v| v.trim().parse::<u64>().ok()),
+        Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
+    };
+    if declared.is_some_and(|n| n > limit as u64) {
+        return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+    }
+    let raw = match read_body(body, limit, front.settings.read_deadline).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large"),
+        Err(BodyError::Failed) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
+    };
+    let canonical = match front.proxy.parse(&raw) {
+        Ok(c) => c,
+        Err(_) => {
+            let r = front.proxy.malformed();
+            return json_answer(StatusCode::BAD_REQUEST, r.response_bytes().unwrap_or_default());
+        }
+    };
+    let is_initialize = canonical.message().method() == "initialize" && matches!(canonical.message(), Message::Request { .. });
+    if is_initialize {
+        if headers.contains_key(SESSION) {
+            return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: initialize carries a session");
+        }
+    } else {
+        let negotiated = match front.session(headers) {
+            Ok((_, v)) => v,
+            Err(answer) => return answer,
+        };
+        match one(headers, VERSION) {
+            Ok(None) => {}
+            Ok(Some(v)) if v == negotiated && SUPPORTED_VERSIONS.contains(&v) => {}
+            _ => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
+        }
+    }
+    let result = front
+        .proxy
+        .handle_canonical(&front.settings.server_id, &canonical, credentials)
+        .await;
+    let mut answer = match (result.handled, result.response_bytes()) {
+        (Handled::Accepted, _) | (_, None) => {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::ACCEPTED;
+            r
+        }
+        (Handled::Malformed, Some(b)) => json_answer(StatusCode::BAD_REQUEST, b),
+        (_, Some(b)) => json_answer(StatusCode::OK, b),
+    };
+    if let Some(version) = result.negotiated.filter(|_| is_initialize) {
+        let id = session_id();
+        if let Ok(mut s) = front.sessions.lock() {
+            s.insert(id.clone(), version);
+        }
+        if let Ok(v) = HeaderValue::from_str(&id) {
+            answer.headers_mut().insert(SESSION, v);
+        }
+    }
+    answer
+}
+
+enum BodyError {
+    TooLarge,
+    Failed,
+}
+
+async fn read_body(mut body: Incoming, limit: usize, deadline: Duration) -> Result<Vec<u8>, BodyError> {
+    let read = async {
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| BodyError::Failed)?;
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > limit {
+                    return Err(BodyError::TooLarge);
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(out)
+    };
+    tokio::time::timeout(deadline, read).await.unwrap_or(Err(BodyError::Failed))
+}
+
+fn session_id() -> String {
+    use rand::Rng;
+    let b: [u8; 16] = rand::rng().random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,298 @@
+//! The transport-neutral coordinator: one raw message in; canonicalize first, decide exactly once,
+//! forward only canonical bytes; answer from a fixed vocabulary.
+
+use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
+use crate::config::ErrorCodes;
+use crate::forward::Forwarder;
+use crate::policy::{AgentActionRequest, Decision, Engine};
+use crate::trace::{Trace, Tracer};
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Protocol versions the gate speaks to clients, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
+const LATEST: &str = "2025-11-25";
+/// How long the engine may take before its silence counts as a denial.
+const ENGINE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// What the client presented. Never forwarded; redacted from `Debug`.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// The principal the front established (from a verified token), if any.
+    pub principal: Option<String>,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credentials(redacted)")
+    }
+}
+
+/// How a message was handled; the fronts map it to transport status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    /// Refused before any decision: not a canonical message.
+    Malformed,
+    /// Answered by the gate itself (initialize, ping, unknown method).
+    Local,
+    /// A notification, accepted and not answered.
+    Accepted,
+    /// Denied by policy.
+    Denied,
+    /// Forwarded, and the downstream's answer relayed.
+    Forwarded,
+    /// Forwarded, but the downstream failed.
+    DownstreamFailed,
+}
+
+/// The result of one message. The bytes are a private copy and are not shown by `Debug`.
+#[derive(Clone)]
+pub struct ProxyResult {
+    bytes: Option<Vec<u8>>,
+    pub handled: Handled,
+    /// Safe to log: correlates with the trace line.
+    pub decision_id: String,
+    /// For an `initialize` answered locally: the version agreed.
+    pub negotiated: Option<String>,
+}
+
+impl ProxyResult {
+    /// The answer to send, if any (a copy).
+    pub fn response_bytes(&self) -> Option<Vec<u8>> {
+        self.bytes.clone()
+    }
+}
+
+impl fmt::Debug for ProxyResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProxyResult")
+            .field("handled", &self.handled)
+            .field("decision_id", &self.decision_id)
+            .field("bytes", &self.bytes.as_ref().map(|b| format!("<{} bytes redacted>", b.len())))
+            .finish()
+    }
+}
+
+/// The gate's coordinator.
+pub struct Proxy {
+    engine: Arc<dyn Engine>,
+    forwarder: Arc<dyn Forwarder>,
+    limits: Limits,
+    codes: ErrorCodes,
+    tracer: Tracer,
+}
+
+fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> {
+    let id = id.map_or_else(|| b"null".to_vec(), Id::to_canonical);
+    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    out.extend_from_slice(&id);
+    out.extend_from_slice(format!(r#","error":{{"code":{code},"message":"{message}"}}}}"#).as_bytes());
+    out
+}
+
+fn result_bytes(id: &Id, result: &str) -> Vec<u8> {
+    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    out.extend_from_slice(&id.to_canonical());
+    out.extend_from_slice(format!(r#","result":{result}}}"#).as_bytes());
+    out
+}
+
+/// Fixed messages: nothing else ever reaches a client.
+const MSG_MALFORMED: &str = "Invalid Request";
+const MSG_DENIED: &str = "Request denied by policy";
+const MSG_DOWNSTREAM: &str = "Downstream server failed";
+const MSG_NO_METHOD: &str = "Method not found";
+
+fn decision_id() -> String {
+    use rand::Rng;
+    let b: [u8; 12] = rand::rng().random();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Proxy {
+    pub fn new(engine: Arc<dyn Engine>, forwarder: Arc<dyn Forwarder>, limits: Limits, codes: ErrorCodes, tracer: Tracer) -> Proxy {
+        Proxy { engine, forwarder, limits, codes, tracer }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Canonicalize only (the fronts need to know what a message is before session checks).
+    pub fn parse(&self, raw: &[u8]) -> Result<Canonical, canonical::Malformed> {
+        canonical::parse(raw, &self.limits)
+    }
+
+    /// The answer to a message that is not canonical.
+    pub fn malformed(&self) -> ProxyResult {
+        ProxyResult {
+            bytes: Some(error_bytes(None, self.codes.malformed, MSG_MALFORMED)),
+            handled: Handled::Malformed,
+            decision_id: decision_id(),
+            negotiated: None,
+        }
+    }
+
+    /// Handle one raw message for `server_id`.
+    pub async fn handle(&self, server_id: &str, raw: &[u8], credentials: &Credentials) -> ProxyResult {
+        match self.parse(raw) {
+            Ok(c) => self.handle_canonical(server_id, &c, credentials).await,
+            Err(_) => self.malformed(),
+        }
+    }
+
+    /// Handle a message already canonicalized by [`Proxy::parse`].
+    pub async fn handle_canonical(&self, server_id: &str, c: &Canonical, credentials: &Credentials) -> ProxyResult {
+        let decision = decision_id();
+        let done = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
+            bytes,
+            handled,
+            decision_id: decision.clone(),
+            negotiated: None,
+        };
+        let (id, method) = match c.message() {
+            Message::Notification { .. } => return done(None, Handled::Accepted),
+            Message::Request { id, method, .. } => (id, method.as_str()),
+        };
+        match method {
+            "initialize" => {
+                let requested = match c.message() {
+                    Message::Request { params: Some(p), .. } => p
+                        .iter()
+                        .find(|(k, _)| k == "protocolVersion")
+                        .and_then(|(_, v)| v.as_str().map(str::to_string)),
+                    _ => None,
+                };
+                let Some(requested) = requested else {
+                    return done(Some(error_bytes(Some(id), -32602, "Invalid params")), Handled::Local);
+                };
+                let version = SUPPORTED_VERSIONS.iter().find(|v| **v == requested).copied().unwrap_or(LATEST);
+                let result = format!(
+                    r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{"listChanged":false}}}},"serverInfo":{{"name":"reference-gate","version":"{}"}}}}"#,
+                    env!("CARGO_PKG_VERSION")
+                );
+                let mut r = done(Some(result_bytes(id, &result)), Handled::Local);
+                r.negotiated = Some(version.to_string());
+                r
+            }
+            "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
+            "tools/list" => self.tools_list(server_id, c, id, done).await,
+            "tools/call" => self.tools_call(server_id, c, id, credentials, &decision).await,
+            _ => done(Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)), Handled::Local),
+        }
+    }
+
+    async fn tools_list(
+        &self,
+        server_id: &str,
+        c: &Canonical,
+        id: &Id,
+        done: impl Fn(Option<Vec<u8>>, Handled) -> ProxyResult,
+    ) -> ProxyResult {
+        let failed = || done(Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)), Handled::DownstreamFailed);
+        let Ok(answer) = self.forwarder.forward(server_id, c.forwarding_bytes(), true).await else {
+            return failed();
+        };
+        let Some(serde_json::Value::Object(result)) = valid_answer(&answer, id).and_then(|v| v.get("result").cloned()) else {
+            return failed();
+        };
+        let tools: Vec<serde_json::Value> = result
+            .get("tools")
+            .and_then(|t| t.as_array())
+            .map(|t| {
+                t.iter()
+                    .filter(|tool| {
+                        tool.get("name")
+                            .and_then(|n| n.as_str())
+                            .is_some_and(|n| self.engine.visible(server_id, n))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let result = serde_json::json!({ "tools": tools }).to_string();
+        done(Some(result_bytes(id, &result)), Handled::Forwarded)
+    }
+
+    async fn tools_call(&self, server_id: &str, c: &Canonical, id: &Id, credentials: &Credentials, decision: &str) -> ProxyResult {
+        let result = |bytes: Vec<u8>, handled: Handled| ProxyResult {
+            bytes: Some(bytes),
+            handled,
+            decision_id: decision.to_string(),
+            negotiated: None,
+        };
+        let Some(call) = c.tool_call() else {
+            // The canonical parser guarantees a tool call here; refuse if not.
+            return result(error_bytes(None, self.codes.malformed, MSG_MALFORMED), Handled::Malformed);
+        };
+        let request = AgentActionRequest {
+            server_id: server_id.to_string(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            principal: credentials.principal.clone(),
+            timestamp: SystemTime::now(),
+            request_id: call.id.clone(),
+        };
+        let verdict = self.decide(request.clone()).await;
+        self.tracer.record(&Trace {
+            decision_id: decision,
+            server: server_id,
+            tool: &call.name,
+            principal: credentials.principal.as_deref(),
+            verdict: match verdict {
+                Decision::Allow => "allow",
+                Decision::Deny => "deny",
+            },
+        });
+        if verdict == Decision::Deny {
+            return result(error_bytes(Some(id), self.codes.denied, MSG_DENIED), Handled::Denied);
+        }
+        let failed = || result(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM), Handled::DownstreamFailed);
+        let Ok(answer) = self.forwarder.forward(server_id, c.forwarding_bytes(), true).await else {
+            return failed();
+        };
+        // Relay only a well-formed success answer for this id; a downstream error is a failure.
+        match valid_answer(&answer, id) {
+            Some(v) if v.get("result").is_some_and(|r| r.is_object()) => {
+                let relayed = serde_json::json!({"jsonrpc": "2.0", "id": id_value(id), "result": v["result"]});
+                result(relayed.to_string().into_bytes(), Handled::Forwarded)
+            }
+            _ => failed(),
+        }
+    }
+
+    /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
+    async fn decide(&self, request: AgentActionRequest) -> Decision {
+        let engine = self.engine.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.decide(&request)))
+        });
+        match tokio::time::timeout(ENGINE_DEADLINE, task).await {
+            Ok(Ok(Ok(Ok(d)))) => d,
+            _ => Decision::Deny,
+        }
+    }
+}
+
+fn id_value(id: &Id) -> serde_json::Value {
+    match id {
+        Id::Str(s) => serde_json::Value::String(s.clone()),
+        Id::Int(i) => serde_json::Value::from(*i),
+    }
+}
+
+/// A downstream answer that is one JSON-RPC response for `id`, with exactly one of result and
+/// error.
+fn valid_answer(bytes: &[u8], id: &Id) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let ok = v.get("jsonrpc") == Some(&serde_json::Value::String("2.0".into()))
+        && v.get("id") == Some(&id_value(id))
+        && (v.get("result").is_some() != v.get("error").is_some());
+    ok.then_some(v)
+}
+
+/// The canonical JSON of a value (for tests and traces).
+pub fn canonical_json(v: &Json) -> String {
+    String::from_utf8_lossy(&v.to_canonical()).into_owned()
+}
