@@ -57,20 +57,35 @@ fn kind(transport: TransportKind, profile: Profile) -> String {
 fn start_witness(rt: &Runtime, keep: &mut Keep) -> Result<(HttpUrl, Recorder), RunError> {
     let recorder = Recorder::default();
     let w = Arc::new(Witness::new(WitnessConfig::default(), recorder.clone()));
-    let addr = "127.0.0.1:0".parse().map_err(|_| RunError::Setup(std::io::Error::other("address")))?;
-    let (addr, task) = rt.block_on(witness::http::spawn(addr, w)).map_err(RunError::Witness)?;
+    let addr = "127.0.0.1:0"
+        .parse()
+        .map_err(|_| RunError::Setup(std::io::Error::other("address")))?;
+    let (addr, task) = rt
+        .block_on(witness::http::spawn(addr, w))
+        .map_err(RunError::Witness)?;
     keep.tasks.push(task);
-    Ok((HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?, recorder))
+    Ok((
+        HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?,
+        recorder,
+    ))
 }
 
 /// The stdio witness command with a per-case `{witness_log}`.
 fn stdio_witness_command(exe: &Path) -> String {
-    format!("{} witness --stdio --log {{witness_log}}", shell_words::quote(&exe.to_string_lossy()))
+    format!(
+        "{} witness --stdio --log {{witness_log}}",
+        shell_words::quote(&exe.to_string_lossy())
+    )
 }
 
 /// The lanes of the embedded default: the witness alone (server profile) and the reference gate
 /// in front of a witness (gate profile), each over HTTP and stdio.
-pub fn embedded(rt: &Runtime, exe: &Path, tmp: &Path, keep: &mut Keep) -> Result<Vec<Lane>, RunError> {
+pub fn embedded(
+    rt: &Runtime,
+    exe: &Path,
+    tmp: &Path,
+    keep: &mut Keep,
+) -> Result<Vec<Lane>, RunError> {
     let (witness_url, witness_record) = start_witness(rt, keep)?;
     let mut lanes = vec![
         Lane {
@@ -94,21 +109,32 @@ pub fn embedded(rt: &Runtime, exe: &Path, tmp: &Path, keep: &mut Keep) -> Result
 
     // The gate in-process over HTTP, in front of its own witness.
     let (downstream, record) = start_witness(rt, keep)?;
-    let mut cfg: reference_gate::config::GateConfig =
-        serde_json::from_str(WITNESS_POLICY).map_err(|e| RunError::Setup(std::io::Error::other(e)))?;
-    cfg.servers.insert(cfg.server.clone(), reference_gate::config::Server::Url(downstream.to_url()));
-    let proxy = reference_gate::cli::build_proxy(&cfg).map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
-    let front = reference_gate::front::http::HttpFront::new(proxy, reference_gate::cli::http_settings(&cfg));
+    let mut cfg: reference_gate::config::GateConfig = serde_json::from_str(WITNESS_POLICY)
+        .map_err(|e| RunError::Setup(std::io::Error::other(e)))?;
+    cfg.servers.insert(
+        cfg.server.clone(),
+        reference_gate::config::Server::Url(downstream.to_url()),
+    );
+    let proxy = reference_gate::cli::build_proxy(&cfg)
+        .map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
+    let front = reference_gate::front::http::HttpFront::new(
+        proxy,
+        reference_gate::cli::http_settings(&cfg),
+    );
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .map_err(RunError::Witness)?;
     let addr = listener.local_addr().map_err(RunError::Witness)?;
-    keep.tasks.push(rt.spawn(reference_gate::front::http::serve(listener, front)));
+    keep.tasks
+        .push(rt.spawn(reference_gate::front::http::serve(listener, front)));
     lanes.push(Lane {
         transport: TransportKind::Http,
         profile: Profile::Gate,
         kind: kind(TransportKind::Http, Profile::Gate),
-        endpoint: Endpoint::Http(HttpUrl::parse(&format!("http://{addr}{}", reference_gate::front::http::PATH))?),
+        endpoint: Endpoint::Http(HttpUrl::parse(&format!(
+            "http://{addr}{}",
+            reference_gate::front::http::PATH
+        ))?),
         witness: Some(WitnessView::Memory(record)),
     });
 
@@ -127,7 +153,10 @@ pub fn embedded(rt: &Runtime, exe: &Path, tmp: &Path, keep: &mut Keep) -> Result
 
 /// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness logging per case.
 pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path) -> Lane {
-    let command = template.replace("{downstream_cmd}", &shell_words::quote(&stdio_witness_command(exe)));
+    let command = template.replace(
+        "{downstream_cmd}",
+        &shell_words::quote(&stdio_witness_command(exe)),
+    );
     Lane {
         transport: TransportKind::Stdio,
         profile: Profile::Gate,
@@ -152,7 +181,9 @@ pub fn gate_http_lane(template: &str, rt: &Runtime, keep: &mut Keep) -> Result<L
         .replace("{downstream_url}", &downstream.to_url())
         .replace("{port}", &port.to_string());
     let words = shell_words::split(&command).map_err(|_| RunError::BadTarget(command.clone()))?;
-    let (program, args) = words.split_first().ok_or_else(|| RunError::BadTarget(command.clone()))?;
+    let (program, args) = words
+        .split_first()
+        .ok_or_else(|| RunError::BadTarget(command.clone()))?;
     let child = std::process::Command::new(program)
         .args(args)
         .stdin(std::process::Stdio::null())
@@ -178,7 +209,12 @@ pub fn gate_http_lane(template: &str, rt: &Runtime, keep: &mut Keep) -> Result<L
 }
 
 /// A plain HTTP or stdio target.
-pub fn plain_lane(transport: TransportKind, profile: Profile, endpoint: Endpoint, witness: Option<WitnessView>) -> Lane {
+pub fn plain_lane(
+    transport: TransportKind,
+    profile: Profile,
+    endpoint: Endpoint,
+    witness: Option<WitnessView>,
+) -> Lane {
     Lane {
         transport,
         profile,

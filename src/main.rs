@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the catalogue against a target (no target: the embedded default). libtest flags go after `--`.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the witness: a strict, recording MCP server.
     Witness(WitnessArgs),
     /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
@@ -142,12 +142,14 @@ fn main() -> ExitCode {
             });
         }
     };
-    let result = match cli.command.unwrap_or(Command::Run(cli.run)) {
-        Command::Run(args) => run_command(args),
+    let result = match cli.command.unwrap_or(Command::Run(Box::new(cli.run))) {
+        Command::Run(args) => run_command(*args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
         Command::ReferenceGate { args } => {
-            return reference_gate::cli::main_from_args(std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args));
+            return reference_gate::cli::main_from_args(
+                std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args),
+            );
         }
     };
     match result {

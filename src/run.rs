@@ -53,9 +53,13 @@ pub enum Target {
         command: String,
     },
     /// An HTTP gate the runner starts in front of its own witness (`{downstream_url}`, `{port}`).
-    Gate { command: String },
+    Gate {
+        command: String,
+    },
     /// A stdio gate the runner starts per case (`{downstream_cmd}`).
-    GateStdio { command: String },
+    GateStdio {
+        command: String,
+    },
 }
 
 /// Options of `run`.
@@ -98,7 +102,6 @@ pub struct RunOutcome {
     pub failed: bool,
     pub records: Vec<Record>,
 }
-
 
 /// Parse `--header 'Name: value'`.
 pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
@@ -149,7 +152,15 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 .as_ref()
                 .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
             let name = url.to_url();
-            (vec![lanes::plain_lane(TransportKind::Http, opts.profile, Endpoint::Http(url), witness)], name)
+            (
+                vec![lanes::plain_lane(
+                    TransportKind::Http,
+                    opts.profile,
+                    Endpoint::Http(url),
+                    witness,
+                )],
+                name,
+            )
         }
         Target::Stdio { command } => {
             let endpoint = Endpoint::Stdio {
@@ -157,7 +168,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 log_dir: None,
             };
             (
-                vec![lanes::plain_lane(TransportKind::Stdio, opts.profile, endpoint, None)],
+                vec![lanes::plain_lane(
+                    TransportKind::Stdio,
+                    opts.profile,
+                    endpoint,
+                    None,
+                )],
                 format!("stdio: {command}"),
             )
         }
@@ -227,10 +243,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         collector.push(record);
                         return Err(Failed::from(msg));
                     }
-                    let check_alive = case
-                        .expectation(profile, strict)
-                        .alive
-                        .unwrap_or(true);
+                    let check_alive = case.expectation(profile, strict).alive.unwrap_or(true);
                     let obs = rt.block_on(async {
                         let _guard = match &lane.witness {
                             Some(_) => Some(serial.lock().await),

@@ -1,6 +1,7 @@
 //! The integration tests: one binary, one module per area (see each module's docs).
 
 mod broken;
+mod broken_gate;
 mod catalogue;
 mod cli;
 mod hostile;

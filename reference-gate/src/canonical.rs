@@ -156,8 +156,15 @@ pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 /// A canonical MCP message from a client.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    Request { id: Id, method: String, params: Option<Vec<(String, Json)>> },
-    Notification { method: String, params: Option<Vec<(String, Json)>> },
+    Request {
+        id: Id,
+        method: String,
+        params: Option<Vec<(String, Json)>>,
+    },
+    Notification {
+        method: String,
+        params: Option<Vec<(String, Json)>>,
+    },
 }
 
 impl Message {
@@ -210,7 +217,9 @@ impl Canonical {
                 Some(CanonicalToolCall {
                     id: id.clone(),
                     name: get("name")?.as_str()?.to_string(),
-                    arguments: get("arguments").cloned().unwrap_or(Json::Object(Vec::new())),
+                    arguments: get("arguments")
+                        .cloned()
+                        .unwrap_or(Json::Object(Vec::new())),
                 })
             }
             _ => None,
@@ -223,26 +232,127 @@ const ENVELOPE: &[&str] = &["jsonrpc", "id", "method", "params"];
 /// `tools/call` params members.
 const TOOL_PARAMS: &[&str] = &["name", "arguments", "_meta"];
 /// Member names that a case- or Unicode-folded variant may not imitate.
-const PROTECTED: &[&str] = &["jsonrpc", "id", "method", "params", "result", "error", "name", "arguments", "_meta", "task"];
+const PROTECTED: &[&str] = &[
+    "jsonrpc",
+    "id",
+    "method",
+    "params",
+    "result",
+    "error",
+    "name",
+    "arguments",
+    "_meta",
+    "task",
+];
 
 /// Parse exactly one client message.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Canonical, Malformed> {
+    parse_with(bytes, limits, Leniency::default())
+}
+
+/// The lenient-grammar fault's pre-pass: comments and trailing commas outside strings removed.
+fn loosen(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut in_str) = (0, false);
+    while i < chars.len() {
+        let c = chars[i];
+        if in_str {
+            out.push(c);
+            if c == '\\' && i + 1 < chars.len() {
+                out.push(chars[i + 1]);
+                i += 1;
+            } else if c == '"' {
+                in_str = false;
+            }
+        } else if c == '/' && chars.get(i + 1) == Some(&'/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        } else if c == '/' && chars.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                i += 1;
+            }
+            i += 2;
+            continue;
+        } else if c == ','
+            && matches!(
+                chars[i + 1..].iter().find(|c| !c.is_whitespace()),
+                Some('}') | Some(']')
+            )
+        {
+            // a trailing comma: dropped
+        } else {
+            if c == '"' {
+                in_str = true;
+            }
+            out.push(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Ways of reading more loosely than a gate may: each one a defect real gates have. Only the
+/// fault-injection parser [`parse_leniently`] takes them; [`parse`] is always strict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Leniency {
+    /// A duplicate member replaces the earlier one.
+    pub last_duplicate_wins: bool,
+    /// Any string is a tool name.
+    pub any_tool_name: bool,
+    /// Envelope rules relaxed: any id type (a null id makes a notification), unknown and
+    /// look-alike members ignored, non-object params dropped.
+    pub lax_envelope: bool,
+    /// Invalid UTF-8 and lone surrogates replaced, a BOM skipped, comments and trailing commas
+    /// skipped, raw control characters kept.
+    pub lenient_grammar: bool,
+    /// Only the first JSON value counts; whatever follows is ignored.
+    pub first_value_only: bool,
+}
+
+/// The fault-injection parser (see `proxy::Faults`). Never used by a correct gate.
+pub fn parse_leniently(
+    bytes: &[u8],
+    limits: &Limits,
+    leniency: Leniency,
+) -> Result<Canonical, Malformed> {
+    parse_with(bytes, limits, leniency)
+}
+
+fn parse_with(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Canonical, Malformed> {
     if bytes.len() > limits.max_bytes {
         return Err(Malformed::new(MalformedKind::Limit));
     }
-    // UTF-8 first: every later step works on text that is known to be valid.
-    let text = std::str::from_utf8(bytes).map_err(|_| Malformed::new(MalformedKind::Encoding))?;
-    if text.starts_with('\u{feff}') {
-        return Err(Malformed::new(MalformedKind::Encoding));
-    }
-    let mut p = Parser { s: text.as_bytes(), i: 0, limits, depth: 0 };
+    let repaired;
+    let text = if len.lenient_grammar {
+        repaired = loosen(&String::from_utf8_lossy(bytes));
+        repaired.trim_start_matches('\u{feff}')
+    } else {
+        // UTF-8 first: every later step works on text that is known to be valid.
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| Malformed::new(MalformedKind::Encoding))?;
+        if text.starts_with('\u{feff}') {
+            return Err(Malformed::new(MalformedKind::Encoding));
+        }
+        text
+    };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        i: 0,
+        limits,
+        depth: 0,
+        len,
+    };
     p.ws();
     let value = p.value()?;
     p.ws();
-    if p.i != p.s.len() {
+    if p.i != p.s.len() && !len.first_value_only {
         return Err(Malformed::new(MalformedKind::Syntax));
     }
-    let message = envelope(value)?;
+    let message = envelope(value, len)?;
     let bytes = write_message(&message);
     Ok(Canonical { message, bytes })
 }
@@ -269,10 +379,32 @@ fn imitates_protected(name: &str) -> bool {
     PROTECTED.iter().any(|p| *p != name && **p == folded)
 }
 
-fn envelope(value: Json) -> Result<Message, Malformed> {
-    let Json::Object(members) = value else {
+fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
+    let Json::Object(mut members) = value else {
         return Err(env_err());
     };
+    if len.lax_envelope {
+        members.retain(|(k, _)| ENVELOPE.contains(&k.as_str()));
+        if let Some(at) = members
+            .iter()
+            .position(|(k, v)| k == "params" && !matches!(v, Json::Object(_)))
+        {
+            members.remove(at);
+        }
+        match members.iter().position(|(k, _)| k == "id") {
+            Some(at) if members[at].1 == Json::Null => {
+                members.remove(at);
+            }
+            Some(at)
+                if !matches!(&members[at].1, Json::String(_))
+                    && !matches!(&members[at].1, Json::Number(n) if integer_id(n).is_ok()) =>
+            {
+                let text = String::from_utf8_lossy(&members[at].1.to_canonical()).into_owned();
+                members[at].1 = Json::String(text);
+            }
+            _ => {}
+        }
+    }
     for (k, _) in &members {
         if !ENVELOPE.contains(&k.as_str()) {
             return Err(env_err());
@@ -289,7 +421,7 @@ fn envelope(value: Json) -> Result<Message, Malformed> {
     let params = match get("params") {
         None => None,
         Some(Json::Object(p)) => {
-            if p.iter().any(|(k, _)| imitates_protected(k)) {
+            if !len.lax_envelope && p.iter().any(|(k, _)| imitates_protected(k)) {
                 return Err(env_err());
             }
             Some(p.clone())
@@ -304,23 +436,33 @@ fn envelope(value: Json) -> Result<Message, Malformed> {
     };
     if method == "tools/call" {
         // A tools/call must be a request; its params a plain name and an object of arguments.
-        if id.is_none() {
+        if id.is_none() && !len.lax_envelope {
             return Err(env_err());
         }
-        let p = params.as_ref().ok_or(Malformed::new(MalformedKind::ToolCall))?;
+        if params.is_none() && len.lax_envelope {
+            // The careless gate lets a call it cannot read through; the proxy decides what then.
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, params },
+                None => Message::Notification { method, params },
+            });
+        }
+        let p = params
+            .as_ref()
+            .ok_or(Malformed::new(MalformedKind::ToolCall))?;
         let tool = |e| Malformed::new(e);
         for (k, _) in p {
-            if !TOOL_PARAMS.contains(&k.as_str()) {
+            if !TOOL_PARAMS.contains(&k.as_str()) && !len.lax_envelope {
                 return Err(tool(MalformedKind::ToolCall));
             }
         }
         let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v);
         match get("name") {
-            Some(Json::String(n)) if plain_tool_name(n) => {}
+            Some(Json::String(n)) if len.any_tool_name || plain_tool_name(n) => {}
             _ => return Err(tool(MalformedKind::ToolCall)),
         }
         match get("arguments") {
             None | Some(Json::Object(_)) => {}
+            Some(_) if len.lax_envelope => {}
             Some(_) => return Err(tool(MalformedKind::ToolCall)),
         }
         match get("_meta") {
@@ -349,7 +491,9 @@ fn integer_id(n: &str) -> Result<i64, Malformed> {
 /// A plain tool name (MCP 2025-11-25 guidance): 1–128 characters of `A-Z a-z 0-9 _ - .`.
 pub fn plain_tool_name(name: &str) -> bool {
     (1..=128).contains(&name.len())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 struct Parser<'a> {
@@ -357,6 +501,8 @@ struct Parser<'a> {
     i: usize,
     limits: &'a Limits,
     depth: usize,
+    /// Fault injection only: how loosely to read.
+    len: Leniency,
 }
 
 impl Parser<'_> {
@@ -420,8 +566,11 @@ impl Parser<'_> {
                 return self.syntax();
             }
             let key = self.string()?;
-            if members.iter().any(|(k, _)| *k == key) {
-                return Err(Malformed::new(MalformedKind::DuplicateMember));
+            if let Some(at) = members.iter().position(|(k, _)| *k == key) {
+                if !self.len.last_duplicate_wins {
+                    return Err(Malformed::new(MalformedKind::DuplicateMember));
+                }
+                members.remove(at);
             }
             self.ws();
             if self.peek() != Some(b':') {
@@ -515,14 +664,21 @@ impl Parser<'_> {
             return Err(Malformed::new(MalformedKind::Limit));
         }
         // The input is valid UTF-8 and the number is ASCII.
-        Ok(Json::Number(String::from_utf8_lossy(&self.s[start..self.i]).into_owned()))
+        Ok(Json::Number(
+            String::from_utf8_lossy(&self.s[start..self.i]).into_owned(),
+        ))
     }
 
     fn hex4(&mut self) -> Result<u32, Malformed> {
-        let h = self.s.get(self.i..self.i + 4).ok_or(Malformed::new(MalformedKind::Syntax))?;
+        let h = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or(Malformed::new(MalformedKind::Syntax))?;
         let mut v = 0u32;
         for &c in h {
-            let d = (c as char).to_digit(16).ok_or(Malformed::new(MalformedKind::Syntax))?;
+            let d = (c as char)
+                .to_digit(16)
+                .ok_or(Malformed::new(MalformedKind::Syntax))?;
             v = v * 16 + d;
         }
         self.i += 4;
@@ -541,7 +697,10 @@ impl Parser<'_> {
                 }
                 self.i += 1;
             }
-            out.push_str(std::str::from_utf8(&self.s[start..self.i]).map_err(|_| Malformed::new(MalformedKind::Encoding))?);
+            out.push_str(
+                std::str::from_utf8(&self.s[start..self.i])
+                    .map_err(|_| Malformed::new(MalformedKind::Encoding))?,
+            );
             if out.len() > self.limits.max_string {
                 return Err(Malformed::new(MalformedKind::Limit));
             }
@@ -551,11 +710,17 @@ impl Parser<'_> {
                     self.i += 1;
                     return Ok(out);
                 }
+                Some(b) if b < 0x20 && self.len.lenient_grammar => {
+                    out.push(b as char);
+                    self.i += 1;
+                }
                 Some(b) if b < 0x20 => return Err(Malformed::new(MalformedKind::Encoding)),
                 Some(_) => {
                     // A backslash escape.
                     self.i += 1;
-                    let Some(e) = self.peek() else { return self.syntax() };
+                    let Some(e) = self.peek() else {
+                        return self.syntax();
+                    };
                     self.i += 1;
                     match e {
                         b'"' => out.push('"'),
@@ -571,6 +736,10 @@ impl Parser<'_> {
                             let c = match hi {
                                 0xD800..=0xDBFF => {
                                     if !self.s[self.i..].starts_with(b"\\u") {
+                                        if self.len.lenient_grammar {
+                                            out.push('\u{fffd}');
+                                            continue;
+                                        }
                                         return Err(Malformed::new(MalformedKind::Encoding));
                                     }
                                     self.i += 2;
@@ -580,10 +749,15 @@ impl Parser<'_> {
                                     }
                                     0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
                                 }
-                                0xDC00..=0xDFFF => return Err(Malformed::new(MalformedKind::Encoding)),
+                                0xDC00..=0xDFFF if self.len.lenient_grammar => 0xFFFD,
+                                0xDC00..=0xDFFF => {
+                                    return Err(Malformed::new(MalformedKind::Encoding))
+                                }
                                 c => c,
                             };
-                            out.push(char::from_u32(c).ok_or(Malformed::new(MalformedKind::Encoding))?);
+                            out.push(
+                                char::from_u32(c).ok_or(Malformed::new(MalformedKind::Encoding))?,
+                            );
                         }
                         _ => return self.syntax(),
                     }
@@ -604,7 +778,9 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
             '\t' => out.extend_from_slice(b"\\t"),
             '\u{8}' => out.extend_from_slice(b"\\b"),
             '\u{c}' => out.extend_from_slice(b"\\f"),
-            c if (c as u32) < 0x20 => out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes()),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
             c => {
                 let mut buf = [0u8; 4];
                 out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
@@ -658,7 +834,10 @@ fn ordered<'a>(obj: &'a [(String, Json)], first: &[&str]) -> Vec<&'a (String, Js
         .iter()
         .filter_map(|f| obj.iter().find(|(k, _)| k == f))
         .collect();
-    let mut rest: Vec<&(String, Json)> = obj.iter().filter(|(k, _)| !first.contains(&k.as_str())).collect();
+    let mut rest: Vec<&(String, Json)> = obj
+        .iter()
+        .filter(|(k, _)| !first.contains(&k.as_str()))
+        .collect();
     rest.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     out.extend(rest);
     out
@@ -685,7 +864,11 @@ fn write_message(m: &Message) -> Vec<u8> {
     }
     if let Some(p) = params {
         out.extend_from_slice(b",\"params\":");
-        let first: &[&str] = if m.method() == "tools/call" { TOOL_PARAMS } else { &[] };
+        let first: &[&str] = if m.method() == "tools/call" {
+            TOOL_PARAMS
+        } else {
+            &[]
+        };
         write_members(&mut out, ordered(p, first).into_iter());
     }
     out.push(b'}');
@@ -701,7 +884,9 @@ mod tests {
     }
 
     fn kind(s: &[u8]) -> MalformedKind {
-        parse(s, &Limits::default()).expect_err(&String::from_utf8_lossy(s)).kind()
+        parse(s, &Limits::default())
+            .expect_err(&String::from_utf8_lossy(s))
+            .kind()
     }
 
     #[test]
@@ -725,7 +910,10 @@ mod tests {
         use MalformedKind::*;
         let denied = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"}}"#;
         assert_eq!(kind(format!("[{denied}]").as_bytes()), Envelope);
-        assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#), DuplicateMember);
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#),
+            DuplicateMember
+        );
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","n\u0061me":"delete_everything"}}"#), DuplicateMember);
         assert_eq!(kind(b"\xef\xbb\xbf{}"), Encoding);
         assert_eq!(kind(b"{\"a\":\"\xff\"}"), Encoding);
@@ -738,18 +926,47 @@ mod tests {
         assert_eq!(kind(b"{\"a\":01}"), Syntax);
         assert_eq!(kind(b"{\"a\":\"\t\"}"), Encoding);
         assert_eq!(kind(b"\"foo\""), Envelope);
-        for id in ["null", "1.5", "true", "1e2", "-0", "9007199254740992", "{}", "[]"] {
+        for id in [
+            "null",
+            "1.5",
+            "true",
+            "1e2",
+            "-0",
+            "9007199254740992",
+            "{}",
+            "[]",
+        ] {
             let m = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
             assert_eq!(kind(m.as_bytes()), Envelope, "id {id}");
         }
-        for env in [r#"{"jsonrpc":"2.0 ","id":1,"method":"ping"}"#, r#"{"id":1,"method":"ping"}"#, r#"{"jsonrpc":"2.0","id":1,"method":1}"#, r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}"#, r#"{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}"#, r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#] {
+        for env in [
+            r#"{"jsonrpc":"2.0 ","id":1,"method":"ping"}"#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#,
+        ] {
             assert_eq!(kind(env.as_bytes()), Envelope, "{env}");
         }
-        for name in ["\"delete_everything \"", "\"\"", "\"a\\u0000\"", "\"a\\u200bb\"", "\"d\u{435}lete\"", "1", "null"] {
-            let m = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":{name}}}}}"#);
+        for name in [
+            "\"delete_everything \"",
+            "\"\"",
+            "\"a\\u0000\"",
+            "\"a\\u200bb\"",
+            "\"d\u{435}lete\"",
+            "1",
+            "null",
+        ] {
+            let m = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":{name}}}}}"#
+            );
             assert_eq!(kind(m.as_bytes()), ToolCall, "name {name}");
         }
-        assert_eq!(kind(br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}"#), Envelope);
+        assert_eq!(
+            kind(br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}"#),
+            Envelope
+        );
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"x"}}"#), Envelope);
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","param\u017f":1}}"#), Envelope);
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[]}}"#), ToolCall);
@@ -759,15 +976,26 @@ mod tests {
     fn limits_hold_while_reading() {
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         assert_eq!(kind(deep.as_bytes()), MalformedKind::Limit);
-        let small = Limits { max_bytes: 10, ..Limits::default() };
-        assert_eq!(parse(b"{\"jsonrpc\":\"2.0\"}", &small).unwrap_err().kind(), MalformedKind::Limit);
-        let long_number = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"n":{}}}}}"#, "1".repeat(100));
+        let small = Limits {
+            max_bytes: 10,
+            ..Limits::default()
+        };
+        assert_eq!(
+            parse(b"{\"jsonrpc\":\"2.0\"}", &small).unwrap_err().kind(),
+            MalformedKind::Limit
+        );
+        let long_number = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"n":{}}}}}"#,
+            "1".repeat(100)
+        );
         assert_eq!(kind(long_number.as_bytes()), MalformedKind::Limit);
     }
 
     #[test]
     fn escaped_denied_name_is_the_denied_name() {
-        let c = ok(r#"{"jsonrpc":"2.0","id":"x","method":"tools\/c\u0061ll","params":{"name":"delete\u005feverything"}}"#);
+        let c = ok(
+            r#"{"jsonrpc":"2.0","id":"x","method":"tools\/c\u0061ll","params":{"name":"delete\u005feverything"}}"#,
+        );
         let call = c.tool_call().unwrap();
         assert_eq!(call.name, "delete_everything");
         assert_eq!(
@@ -780,7 +1008,8 @@ mod tests {
     fn notifications_and_strings_round_trip() {
         let c = ok(r#"{"method":"notifications/initialized","jsonrpc":"2.0"}"#);
         assert!(c.message().id().is_none());
-        let tricky = ok("{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001\\\"\\\\\\n\u{1F600}\",\"method\":\"ping\"}");
+        let tricky =
+            ok("{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001\\\"\\\\\\n\u{1F600}\",\"method\":\"ping\"}");
         let again = ok(std::str::from_utf8(tricky.forwarding_bytes()).unwrap());
         assert_eq!(again.forwarding_bytes(), tricky.forwarding_bytes());
     }

@@ -23,7 +23,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_CONFIG: u8 = 3;
 
 #[derive(Parser, Debug)]
-#[command(name = "reference-gate", version, about = "Authorize-before-forward MCP gate: canonical bytes only, exact error codes.")]
+#[command(
+    name = "reference-gate",
+    version,
+    about = "Authorize-before-forward MCP gate: canonical bytes only, exact error codes."
+)]
 pub struct Args {
     /// The gate configuration (JSON).
     #[arg(long)]
@@ -49,7 +53,8 @@ pub fn configure(args: &Args) -> anyhow::Result<GateConfig> {
     if let Some(url) = &args.downstream {
         cfg.servers.insert(server, Server::Url(url.clone()));
     } else if let Some(cmd) = &args.downstream_cmd {
-        let words = shell_words::split(cmd).context("--downstream-cmd is not a valid command line")?;
+        let words =
+            shell_words::split(cmd).context("--downstream-cmd is not a valid command line")?;
         cfg.servers.insert(server, Server::Command(words));
     }
     if let Some(listen) = &args.listen {
@@ -68,11 +73,15 @@ pub fn build_proxy(cfg: &GateConfig) -> anyhow::Result<Arc<Proxy>> {
 /// The proxy a configuration describes, with another engine.
 pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Result<Arc<Proxy>> {
     let tracer = match &cfg.trace {
-        Some(path) => Tracer::file(path).with_context(|| format!("cannot open the trace file {path}"))?,
+        Some(path) => {
+            Tracer::file(path).with_context(|| format!("cannot open the trace file {path}"))?
+        }
         None => Tracer::none(),
     };
     let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
-    Ok(Arc::new(Proxy::new(engine, forwarder, cfg.limits, cfg.errors, tracer)))
+    Ok(Arc::new(Proxy::new(
+        engine, forwarder, cfg.limits, cfg.errors, tracer,
+    )))
 }
 
 /// The HTTP front's settings for a configuration.
@@ -89,7 +98,14 @@ pub fn http_settings(cfg: &GateConfig) -> HttpSettings {
 pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
     let proxy = build_proxy(&cfg)?;
     if stdio {
-        crate::front::stdio::serve(proxy, &cfg.server, cfg.errors.malformed, tokio::io::stdin(), tokio::io::stdout()).await?;
+        crate::front::stdio::serve(
+            proxy,
+            &cfg.server,
+            cfg.errors.malformed,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        )
+        .await?;
         return Ok(());
     }
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
@@ -123,7 +139,11 @@ where
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("reference-gate: {e}");

@@ -34,12 +34,18 @@ pub enum ForwardError {
 }
 
 /// A boxed future, so forwarders can be trait objects.
-pub type ForwardFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, ForwardError>> + Send + 'a>>;
+pub type ForwardFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<u8>, ForwardError>> + Send + 'a>>;
 
 /// Sends canonical bytes to the server `server_id` names and returns the raw answer: the JSON
 /// text of one JSON-RPC message, or nothing for a notification.
 pub trait Forwarder: Send + Sync + 'static {
-    fn forward<'a>(&'a self, server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a>;
+    fn forward<'a>(
+        &'a self,
+        server_id: &'a str,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> ForwardFuture<'a>;
 }
 
 /// Protocol version the gate speaks downstream.
@@ -77,7 +83,12 @@ impl ConfiguredForwarder {
 }
 
 impl Forwarder for ConfiguredForwarder {
-    fn forward<'a>(&'a self, server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+    fn forward<'a>(
+        &'a self,
+        server_id: &'a str,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> ForwardFuture<'a> {
         match self.servers.get(server_id) {
             Some(f) => f.forward(server_id, canonical, expects_answer),
             None => Box::pin(async { Err(ForwardError::UnknownServer) }),
@@ -99,7 +110,11 @@ fn parse_url(url: &str) -> Option<HttpTarget> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let connect = if authority.contains(':') { authority.to_string() } else { format!("{authority}:80") };
+    let connect = if authority.contains(':') {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
     Some(HttpTarget {
         authority: authority.to_string(),
         connect: connect.trim_start_matches('[').replace("]:", ":"),
@@ -130,18 +145,26 @@ impl HttpForwarder {
         }
     }
 
-    async fn post(&self, body: &[u8], session: Option<&str>, deadline: Instant) -> Result<HttpAnswer, ForwardError> {
+    async fn post(
+        &self,
+        body: &[u8],
+        session: Option<&str>,
+        deadline: Instant,
+    ) -> Result<HttpAnswer, ForwardError> {
         let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
-        let connect_by = (Instant::now() + Duration::from_millis(self.deadlines.connect_ms)).min(deadline);
-        let stream = tokio::time::timeout_at(connect_by, tokio::net::TcpStream::connect(&target.connect))
-            .await
-            .map_err(|_| ForwardError::Timeout)?
-            .map_err(|_| ForwardError::Unreachable)?;
+        let connect_by =
+            (Instant::now() + Duration::from_millis(self.deadlines.connect_ms)).min(deadline);
+        let stream =
+            tokio::time::timeout_at(connect_by, tokio::net::TcpStream::connect(&target.connect))
+                .await
+                .map_err(|_| ForwardError::Timeout)?
+                .map_err(|_| ForwardError::Unreachable)?;
         let io = TokioIo::new(stream);
-        let (mut sender, conn) = tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
-            .await
-            .map_err(|_| ForwardError::Timeout)?
-            .map_err(|_| ForwardError::Unreachable)?;
+        let (mut sender, conn) =
+            tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
+                .await
+                .map_err(|_| ForwardError::Timeout)?
+                .map_err(|_| ForwardError::Unreachable)?;
         let driver = tokio::spawn(conn);
         let mut req = Request::post(&target.path)
             .header("host", &target.authority)
@@ -155,7 +178,10 @@ impl HttpForwarder {
             .body(Full::new(Bytes::copy_from_slice(body)))
             .map_err(|_| ForwardError::Unreachable)?;
         let result = async {
-            let resp = sender.send_request(req).await.map_err(|_| ForwardError::Unreachable)?;
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|_| ForwardError::Unreachable)?;
             let status = resp.status().as_u16();
             let session = resp
                 .headers()
@@ -182,9 +208,16 @@ impl HttpForwarder {
                     }
                 }
             }
-            Ok(HttpAnswer { status, session, body: out, sse })
+            Ok(HttpAnswer {
+                status,
+                session,
+                body: out,
+                sse,
+            })
         };
-        let answer = tokio::time::timeout_at(deadline, result).await.map_err(|_| ForwardError::Timeout);
+        let answer = tokio::time::timeout_at(deadline, result)
+            .await
+            .map_err(|_| ForwardError::Timeout);
         driver.abort();
         answer?
     }
@@ -228,7 +261,12 @@ fn sse_answer(body: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl Forwarder for HttpForwarder {
-    fn forward<'a>(&'a self, _server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+    fn forward<'a>(
+        &'a self,
+        _server_id: &'a str,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> ForwardFuture<'a> {
         Box::pin(async move {
             let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
             let session = self.ensure_session(deadline).await?;
@@ -276,7 +314,10 @@ impl StdioForwarder {
     }
 
     fn spawn(&self) -> Result<StdioChild, ForwardError> {
-        let (program, args) = self.command.split_first().ok_or(ForwardError::UnknownServer)?;
+        let (program, args) = self
+            .command
+            .split_first()
+            .ok_or(ForwardError::UnknownServer)?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -287,14 +328,32 @@ impl StdioForwarder {
             .map_err(|_| ForwardError::Unreachable)?;
         let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
         let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
-        Ok(StdioChild { child, stdin, stdout })
+        Ok(StdioChild {
+            child,
+            stdin,
+            stdout,
+        })
     }
 
     /// Write one line; when `id` is given, read lines until the response with that id.
-    async fn exchange(&self, c: &mut StdioChild, line: &[u8], id: Option<&serde_json::Value>) -> Result<Vec<u8>, ForwardError> {
-        c.stdin.write_all(line).await.map_err(|_| ForwardError::Unreachable)?;
-        c.stdin.write_all(b"\n").await.map_err(|_| ForwardError::Unreachable)?;
-        c.stdin.flush().await.map_err(|_| ForwardError::Unreachable)?;
+    async fn exchange(
+        &self,
+        c: &mut StdioChild,
+        line: &[u8],
+        id: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, ForwardError> {
+        c.stdin
+            .write_all(line)
+            .await
+            .map_err(|_| ForwardError::Unreachable)?;
+        c.stdin
+            .write_all(b"\n")
+            .await
+            .map_err(|_| ForwardError::Unreachable)?;
+        c.stdin
+            .flush()
+            .await
+            .map_err(|_| ForwardError::Unreachable)?;
         let Some(id) = id else { return Ok(Vec::new()) };
         loop {
             let mut out = Vec::new();
@@ -332,7 +391,12 @@ impl StdioForwarder {
 use tokio::io::AsyncReadExt as _;
 
 impl Forwarder for StdioForwarder {
-    fn forward<'a>(&'a self, _server_id: &'a str, canonical: &'a [u8], expects_answer: bool) -> ForwardFuture<'a> {
+    fn forward<'a>(
+        &'a self,
+        _server_id: &'a str,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> ForwardFuture<'a> {
         Box::pin(async move {
             let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
             let mut guard = self.child.lock().await;
@@ -340,7 +404,8 @@ impl Forwarder for StdioForwarder {
                 if guard.is_none() {
                     let mut c = self.spawn()?;
                     let init_id = serde_json::Value::String("gate-init".into());
-                    self.exchange(&mut c, &init_message(), Some(&init_id)).await?;
+                    self.exchange(&mut c, &init_message(), Some(&init_id))
+                        .await?;
                     self.exchange(&mut c, INITIALIZED, None).await?;
                     *guard = Some(c);
                 }

@@ -78,9 +78,9 @@ impl RuleEngine {
     fn matching(&self, server: &str, tool: &str) -> impl Iterator<Item = &Rule> {
         let server = server.to_string();
         let tool = tool.to_string();
-        self.rules
-            .iter()
-            .filter(move |r| (r.server == "*" || r.server == server) && (r.tool == "*" || r.tool == tool))
+        self.rules.iter().filter(move |r| {
+            (r.server == "*" || r.server == server) && (r.tool == "*" || r.tool == tool)
+        })
     }
 
     fn allows(&self, server: &str, tool: &str) -> bool {
@@ -129,8 +129,16 @@ mod tests {
     fn default_deny_and_deny_wins() {
         let e = RuleEngine {
             rules: vec![
-                Rule { effect: Effect::Allow, server: "*".into(), tool: "*".into() },
-                Rule { effect: Effect::Deny, server: "witness".into(), tool: "delete_everything".into() },
+                Rule {
+                    effect: Effect::Allow,
+                    server: "*".into(),
+                    tool: "*".into(),
+                },
+                Rule {
+                    effect: Effect::Deny,
+                    server: "witness".into(),
+                    tool: "delete_everything".into(),
+                },
             ],
         };
         assert_eq!(ask(&e, "echo"), Decision::Allow);

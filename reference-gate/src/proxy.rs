@@ -69,9 +69,40 @@ impl fmt::Debug for ProxyResult {
         f.debug_struct("ProxyResult")
             .field("handled", &self.handled)
             .field("decision_id", &self.decision_id)
-            .field("bytes", &self.bytes.as_ref().map(|b| format!("<{} bytes redacted>", b.len())))
+            .field(
+                "bytes",
+                &self
+                    .bytes
+                    .as_ref()
+                    .map(|b| format!("<{} bytes redacted>", b.len())),
+            )
             .finish()
     }
+}
+
+/// Deliberate defects, for proving that the suite's gate cases catch broken gates. All off in
+/// every gate built from a configuration; they can only be switched on through
+/// [`Proxy::with_faults`], which exists only with the `faults` cargo feature (the suite's tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Forward the client's raw bytes instead of the canonical bytes.
+    pub forward_raw: bool,
+    /// Accept duplicate member names; the last one wins.
+    pub last_duplicate_wins: bool,
+    /// Forward each element of a batch array without asking the policy.
+    pub batch_skips_policy: bool,
+    /// Put the engine's error text in the denial message.
+    pub leak_engine_text: bool,
+    /// Allow when the engine fails.
+    pub allow_on_engine_error: bool,
+    /// Relay whatever the downstream answered, unvalidated.
+    pub relay_downstream_verbatim: bool,
+    /// Read messages loosely (see `canonical::Leniency`).
+    pub leniency: canonical::Leniency,
+    /// HTTP front: any Content-Type is taken as JSON.
+    pub any_media_type: bool,
+    /// HTTP front: no body size limit.
+    pub no_size_limit: bool,
 }
 
 /// The gate's coordinator.
@@ -81,13 +112,16 @@ pub struct Proxy {
     limits: Limits,
     codes: ErrorCodes,
     tracer: Tracer,
+    faults: Faults,
 }
 
 fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> {
     let id = id.map_or_else(|| b"null".to_vec(), Id::to_canonical);
     let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
     out.extend_from_slice(&id);
-    out.extend_from_slice(format!(r#","error":{{"code":{code},"message":"{message}"}}}}"#).as_bytes());
+    out.extend_from_slice(
+        format!(r#","error":{{"code":{code},"message":"{message}"}}}}"#).as_bytes(),
+    );
     out
 }
 
@@ -111,17 +145,89 @@ fn decision_id() -> String {
 }
 
 impl Proxy {
-    pub fn new(engine: Arc<dyn Engine>, forwarder: Arc<dyn Forwarder>, limits: Limits, codes: ErrorCodes, tracer: Tracer) -> Proxy {
-        Proxy { engine, forwarder, limits, codes, tracer }
+    pub fn new(
+        engine: Arc<dyn Engine>,
+        forwarder: Arc<dyn Forwarder>,
+        limits: Limits,
+        codes: ErrorCodes,
+        tracer: Tracer,
+    ) -> Proxy {
+        Proxy {
+            engine,
+            forwarder,
+            limits,
+            codes,
+            tracer,
+            faults: Faults::default(),
+        }
+    }
+
+    /// A deliberately broken proxy, for the suite's tests.
+    #[cfg(feature = "faults")]
+    pub fn with_faults(mut self, faults: Faults) -> Proxy {
+        self.faults = faults;
+        self
     }
 
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
+    /// The defects switched on (none, outside the suite's tests).
+    pub fn faults(&self) -> Faults {
+        self.faults
+    }
+
     /// Canonicalize only (the fronts need to know what a message is before session checks).
     pub fn parse(&self, raw: &[u8]) -> Result<Canonical, canonical::Malformed> {
+        let mut leniency = self.faults.leniency;
+        leniency.last_duplicate_wins |= self.faults.last_duplicate_wins;
+        if leniency != canonical::Leniency::default() {
+            let mut limits = self.limits;
+            if self.faults.no_size_limit {
+                limits.max_bytes = usize::MAX;
+            }
+            return canonical::parse_leniently(raw, &limits, leniency);
+        }
+        if self.faults.no_size_limit {
+            let limits = Limits {
+                max_bytes: usize::MAX,
+                ..self.limits
+            };
+            return canonical::parse(raw, &limits);
+        }
         canonical::parse(raw, &self.limits)
+    }
+
+    /// The `batch_skips_policy` fault: a batch array forwarded element by element, no policy.
+    /// `None` for anything else, and always `None` in a correct gate.
+    pub async fn batch_fault(&self, server_id: &str, raw: &[u8]) -> Option<ProxyResult> {
+        if !self.faults.batch_skips_policy {
+            return None;
+        }
+        let Ok(serde_json::Value::Array(items)) = serde_json::from_slice::<serde_json::Value>(raw)
+        else {
+            return None;
+        };
+        let mut answers = Vec::new();
+        for item in items {
+            let bytes = item.to_string().into_bytes();
+            if let Ok(a) = self
+                .forwarder
+                .forward(server_id, &bytes, item.get("id").is_some())
+                .await
+            {
+                if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&a) {
+                    answers.push(v);
+                }
+            }
+        }
+        Some(ProxyResult {
+            bytes: Some(serde_json::Value::Array(answers).to_string().into_bytes()),
+            handled: Handled::Forwarded,
+            decision_id: decision_id(),
+            negotiated: None,
+        })
     }
 
     /// The answer to a message that is not canonical.
@@ -135,15 +241,29 @@ impl Proxy {
     }
 
     /// Handle one raw message for `server_id`.
-    pub async fn handle(&self, server_id: &str, raw: &[u8], credentials: &Credentials) -> ProxyResult {
+    pub async fn handle(
+        &self,
+        server_id: &str,
+        raw: &[u8],
+        credentials: &Credentials,
+    ) -> ProxyResult {
+        if let Some(r) = self.batch_fault(server_id, raw).await {
+            return r;
+        }
         match self.parse(raw) {
-            Ok(c) => self.handle_canonical(server_id, &c, credentials).await,
+            Ok(c) => self.handle_parsed(server_id, raw, &c, credentials).await,
             Err(_) => self.malformed(),
         }
     }
 
-    /// Handle a message already canonicalized by [`Proxy::parse`].
-    pub async fn handle_canonical(&self, server_id: &str, c: &Canonical, credentials: &Credentials) -> ProxyResult {
+    /// Handle a message already canonicalized by [`Proxy::parse`]; `raw` is what it came from.
+    pub async fn handle_parsed(
+        &self,
+        server_id: &str,
+        raw: &[u8],
+        c: &Canonical,
+        credentials: &Credentials,
+    ) -> ProxyResult {
         let decision = decision_id();
         let done = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
             bytes,
@@ -158,16 +278,25 @@ impl Proxy {
         match method {
             "initialize" => {
                 let requested = match c.message() {
-                    Message::Request { params: Some(p), .. } => p
+                    Message::Request {
+                        params: Some(p), ..
+                    } => p
                         .iter()
                         .find(|(k, _)| k == "protocolVersion")
                         .and_then(|(_, v)| v.as_str().map(str::to_string)),
                     _ => None,
                 };
                 let Some(requested) = requested else {
-                    return done(Some(error_bytes(Some(id), -32602, "Invalid params")), Handled::Local);
+                    return done(
+                        Some(error_bytes(Some(id), -32602, "Invalid params")),
+                        Handled::Local,
+                    );
                 };
-                let version = SUPPORTED_VERSIONS.iter().find(|v| **v == requested).copied().unwrap_or(LATEST);
+                let version = SUPPORTED_VERSIONS
+                    .iter()
+                    .find(|v| **v == requested)
+                    .copied()
+                    .unwrap_or(LATEST);
                 let result = format!(
                     r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{"listChanged":false}}}},"serverInfo":{{"name":"reference-gate","version":"{}"}}}}"#,
                     env!("CARGO_PKG_VERSION")
@@ -178,8 +307,14 @@ impl Proxy {
             }
             "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
             "tools/list" => self.tools_list(server_id, c, id, done).await,
-            "tools/call" => self.tools_call(server_id, c, id, credentials, &decision).await,
-            _ => done(Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)), Handled::Local),
+            "tools/call" => {
+                self.tools_call(server_id, raw, c, id, credentials, &decision)
+                    .await
+            }
+            _ => done(
+                Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
+                Handled::Local,
+            ),
         }
     }
 
@@ -190,11 +325,22 @@ impl Proxy {
         id: &Id,
         done: impl Fn(Option<Vec<u8>>, Handled) -> ProxyResult,
     ) -> ProxyResult {
-        let failed = || done(Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)), Handled::DownstreamFailed);
-        let Ok(answer) = self.forwarder.forward(server_id, c.forwarding_bytes(), true).await else {
+        let failed = || {
+            done(
+                Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
+                Handled::DownstreamFailed,
+            )
+        };
+        let Ok(answer) = self
+            .forwarder
+            .forward(server_id, c.forwarding_bytes(), true)
+            .await
+        else {
             return failed();
         };
-        let Some(serde_json::Value::Object(result)) = valid_answer(&answer, id).and_then(|v| v.get("result").cloned()) else {
+        let Some(serde_json::Value::Object(result)) =
+            valid_answer(&answer, id).and_then(|v| v.get("result").cloned())
+        else {
             return failed();
         };
         let tools: Vec<serde_json::Value> = result
@@ -215,7 +361,15 @@ impl Proxy {
         done(Some(result_bytes(id, &result)), Handled::Forwarded)
     }
 
-    async fn tools_call(&self, server_id: &str, c: &Canonical, id: &Id, credentials: &Credentials, decision: &str) -> ProxyResult {
+    async fn tools_call(
+        &self,
+        server_id: &str,
+        raw: &[u8],
+        c: &Canonical,
+        id: &Id,
+        credentials: &Credentials,
+        decision: &str,
+    ) -> ProxyResult {
         let result = |bytes: Vec<u8>, handled: Handled| ProxyResult {
             bytes: Some(bytes),
             handled,
@@ -223,8 +377,25 @@ impl Proxy {
             negotiated: None,
         };
         let Some(call) = c.tool_call() else {
+            if self.faults.leniency.lax_envelope {
+                // The lax-envelope fault: a call the gate cannot read goes through unchecked.
+                return match self
+                    .forwarder
+                    .forward(server_id, c.forwarding_bytes(), true)
+                    .await
+                {
+                    Ok(answer) => result(answer, Handled::Forwarded),
+                    Err(_) => result(
+                        error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM),
+                        Handled::DownstreamFailed,
+                    ),
+                };
+            }
             // The canonical parser guarantees a tool call here; refuse if not.
-            return result(error_bytes(None, self.codes.malformed, MSG_MALFORMED), Handled::Malformed);
+            return result(
+                error_bytes(None, self.codes.malformed, MSG_MALFORMED),
+                Handled::Malformed,
+            );
         };
         let request = AgentActionRequest {
             server_id: server_id.to_string(),
@@ -234,7 +405,7 @@ impl Proxy {
             timestamp: SystemTime::now(),
             request_id: call.id.clone(),
         };
-        let verdict = self.decide(request.clone()).await;
+        let (verdict, engine_text) = self.decide(request.clone()).await;
         self.tracer.record(&Trace {
             decision_id: decision,
             server: server_id,
@@ -246,12 +417,32 @@ impl Proxy {
             },
         });
         if verdict == Decision::Deny {
-            return result(error_bytes(Some(id), self.codes.denied, MSG_DENIED), Handled::Denied);
+            let message = match (&engine_text, self.faults.leak_engine_text) {
+                (Some(text), true) => format!("{MSG_DENIED}: {}", text.replace(['"', '\\'], "'")),
+                _ => MSG_DENIED.to_string(),
+            };
+            return result(
+                error_bytes(Some(id), self.codes.denied, &message),
+                Handled::Denied,
+            );
         }
-        let failed = || result(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM), Handled::DownstreamFailed);
-        let Ok(answer) = self.forwarder.forward(server_id, c.forwarding_bytes(), true).await else {
+        let failed = || {
+            result(
+                error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM),
+                Handled::DownstreamFailed,
+            )
+        };
+        let outgoing = if self.faults.forward_raw {
+            raw
+        } else {
+            c.forwarding_bytes()
+        };
+        let Ok(answer) = self.forwarder.forward(server_id, outgoing, true).await else {
             return failed();
         };
+        if self.faults.relay_downstream_verbatim {
+            return result(answer, Handled::Forwarded);
+        }
         // Relay only a well-formed success answer for this id; a downstream error is a failure.
         match valid_answer(&answer, id) {
             Some(v) if v.get("result").is_some_and(|r| r.is_object()) => {
@@ -263,14 +454,21 @@ impl Proxy {
     }
 
     /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
-    async fn decide(&self, request: AgentActionRequest) -> Decision {
+    /// The engine's error text is returned for the trace-free fault path only.
+    async fn decide(&self, request: AgentActionRequest) -> (Decision, Option<String>) {
         let engine = self.engine.clone();
         let task = tokio::task::spawn_blocking(move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.decide(&request)))
         });
+        let failed = if self.faults.allow_on_engine_error {
+            Decision::Allow
+        } else {
+            Decision::Deny
+        };
         match tokio::time::timeout(ENGINE_DEADLINE, task).await {
-            Ok(Ok(Ok(Ok(d)))) => d,
-            _ => Decision::Deny,
+            Ok(Ok(Ok(Ok(d)))) => (d, None),
+            Ok(Ok(Ok(Err(e)))) => (failed, Some(e.0)),
+            _ => (failed, None),
         }
     }
 }

@@ -38,18 +38,28 @@ impl Tracer {
     }
 
     pub fn to(w: Box<dyn Write + Send>) -> Tracer {
-        Tracer { sink: Some(Arc::new(Mutex::new(w))) }
+        Tracer {
+            sink: Some(Arc::new(Mutex::new(w))),
+        }
     }
 
     pub fn file(path: &str) -> std::io::Result<Tracer> {
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
         Ok(Tracer::to(Box::new(f)))
     }
 
     pub fn record(&self, trace: &Trace<'_>) {
         let Some(sink) = &self.sink else { return };
-        let time_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        if let (Ok(line), Ok(mut w)) = (serde_json::to_string(&Line { time_ms, trace }), sink.lock()) {
+        let time_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        if let (Ok(line), Ok(mut w)) =
+            (serde_json::to_string(&Line { time_ms, trace }), sink.lock())
+        {
             let _ = writeln!(w, "{line}");
             let _ = w.flush();
         }

@@ -534,8 +534,16 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             }
         }
     }
-    if spec.gate.is_some() && spec.profiles.as_ref().is_some_and(|p| !p.contains(&Profile::Gate)) {
-        return Err(invalid(path, "`gate` set on a case that does not apply to the gate profile"));
+    if spec.gate.is_some()
+        && spec
+            .profiles
+            .as_ref()
+            .is_some_and(|p| !p.contains(&Profile::Gate))
+    {
+        return Err(invalid(
+            path,
+            "`gate` set on a case that does not apply to the gate profile",
+        ));
     }
     // Every `{{name}}` in the file must be a known placeholder.
     let mut rest = text;

@@ -303,7 +303,10 @@ impl Expect {
             forwarded: strict.forwarded.or(self.forwarded),
             alive: strict.alive.or(self.alive),
             leak: strict.leak.or(self.leak),
-            forwarded_json: strict.forwarded_json.clone().or_else(|| self.forwarded_json.clone()),
+            forwarded_json: strict
+                .forwarded_json
+                .clone()
+                .or_else(|| self.forwarded_json.clone()),
         }
     }
 }

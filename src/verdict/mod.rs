@@ -505,22 +505,39 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
 /// (GATE-DENY-05) and none of the client's credentials (GATE-HDR-01). The gate's own downstream
 /// handshake (`initialize`, `notifications/initialized`) is not the client's message and is
 /// left out; the gate answers a client's `initialize` itself and never forwards it.
-fn forwarding_problems(expect: &Expect, default_forwarded: Option<bool>, events: &[Event], ctx: &Context) -> Vec<String> {
+fn forwarding_problems(
+    expect: &Expect,
+    default_forwarded: Option<bool>,
+    events: &[Event],
+    ctx: &Context,
+) -> Vec<String> {
     let mut out = Vec::new();
-    let forwarded: Vec<(&String, u64, &Vec<(String, String)>)> = events
+    type Forwarded<'a> = (&'a String, u64, &'a Vec<(String, String)>);
+    let forwarded: Vec<Forwarded> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Message { raw, raw_len, headers, .. } => Some((raw, *raw_len, headers)),
+            Event::Message {
+                raw,
+                raw_len,
+                headers,
+                ..
+            } => Some((raw, *raw_len, headers)),
             Event::Tool { .. } => None,
         })
         .filter(|(raw, _, _)| {
             let method = serde_json::from_str::<Value>(raw)
                 .ok()
                 .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
-            !matches!(method.as_deref(), Some("initialize") | Some("notifications/initialized"))
+            !matches!(
+                method.as_deref(),
+                Some("initialize") | Some("notifications/initialized")
+            )
         })
         .collect();
-    let want = expect.forwarded.or(default_forwarded).or(expect.forwarded_json.as_ref().map(|_| true));
+    let want = expect
+        .forwarded
+        .or(default_forwarded)
+        .or(expect.forwarded_json.as_ref().map(|_| true));
     match want {
         Some(false) if !forwarded.is_empty() => {
             out.push(format!(
@@ -534,7 +551,10 @@ fn forwarding_problems(expect: &Expect, default_forwarded: Option<bool>, events:
             return out;
         }
         Some(true) if forwarded.len() > 1 => {
-            out.push(format!("one client message reached the witness {} times", forwarded.len()));
+            out.push(format!(
+                "one client message reached the witness {} times",
+                forwarded.len()
+            ));
         }
         _ => {}
     }
@@ -550,7 +570,7 @@ fn forwarding_problems(expect: &Expect, default_forwarded: Option<bool>, events:
         }
         match serde_json::from_str::<Value>(raw) {
             Ok(v) => {
-                if v.to_string() != **raw {
+                if v.to_string().as_str() != raw.as_str() {
                     out.push(format!(
                         "the forwarded bytes are not compact canonical JSON: {}",
                         show_bytes(raw.as_bytes(), 160)
@@ -563,7 +583,10 @@ fn forwarding_problems(expect: &Expect, default_forwarded: Option<bool>, events:
                     }
                 }
             }
-            Err(_) => out.push(format!("the witness received bytes that are not JSON: {}", show_bytes(raw.as_bytes(), 160))),
+            Err(_) => out.push(format!(
+                "the witness received bytes that are not JSON: {}",
+                show_bytes(raw.as_bytes(), 160)
+            )),
         }
     }
     out

@@ -94,7 +94,8 @@ fn loopback_authority(value: &str, port: u16, scheme: &str) -> bool {
 fn json_answer(status: StatusCode, body: Vec<u8>) -> Answer {
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
-    r.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
     r
 }
 
@@ -107,24 +108,28 @@ impl HttpFront {
         );
         let mut r = json_answer(status, body.into_bytes());
         if status == StatusCode::PAYLOAD_TOO_LARGE || status == StatusCode::BAD_REQUEST {
-            r.headers_mut().insert("connection", HeaderValue::from_static("close"));
+            r.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
         }
         if status == StatusCode::UNAUTHORIZED {
-            r.headers_mut().insert("www-authenticate", HeaderValue::from_static("Bearer"));
+            r.headers_mut()
+                .insert("www-authenticate", HeaderValue::from_static("Bearer"));
         }
         r
     }
 
-    fn session(&self, headers: &HeaderMap) -> Result<(String, String), Answer> {
+    /// The request's session and its negotiated version, or the refusal (400 missing or
+    /// ambiguous, 404 unknown) as status and message.
+    fn session(&self, headers: &HeaderMap) -> Result<(String, String), (StatusCode, &'static str)> {
         let id = match one(headers, SESSION) {
             Ok(Some(id)) => id,
-            Ok(None) => return Err(self.refuse(StatusCode::BAD_REQUEST, "Bad Request: missing session")),
-            Err(()) => return Err(self.refuse(StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
+            Ok(None) => return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session")),
+            Err(()) => return Err((StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
         };
         let version = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
         match version {
             Some(v) => Ok((id.to_string(), v)),
-            None => Err(self.refuse(StatusCode::NOT_FOUND, "Not Found: unknown session")),
+            None => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
         }
     }
 
@@ -138,8 +143,16 @@ impl HttpFront {
             return Err(());
         }
         use sha2::Digest;
-        let digest: String = sha2::Sha256::digest(token.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-        if self.settings.bearer_sha256.iter().any(|d| d.eq_ignore_ascii_case(&digest)) {
+        let digest: String = sha2::Sha256::digest(token.trim().as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if self
+            .settings
+            .bearer_sha256
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(&digest))
+        {
             Ok(Some(format!("token:{}", &digest[..12])))
         } else {
             Err(())
@@ -152,12 +165,18 @@ fn content_type_ok(headers: &HeaderMap) -> bool {
         return false;
     };
     let mut parts = ct.split(';');
-    if !parts.next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
+    if !parts
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case("application/json")
+    {
         return false;
     }
     parts.all(|p| {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        k.trim().eq_ignore_ascii_case("charset") && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        k.trim().eq_ignore_ascii_case("charset")
+            && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
     })
 }
 
@@ -171,7 +190,11 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
         .any(|item| {
             let mut parts = item.split(';');
             let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = parts.any(|p| p.split_once('=').is_some_and(|(k, v)| k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)));
+            let refused = parts.any(|p| {
+                p.split_once('=').is_some_and(|(k, v)| {
+                    k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+                })
+            });
             !refused && (range == wanted || range == "*/*" || range == format!("{top}/*"))
         })
 }
@@ -201,12 +224,13 @@ async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer 
             if !accepts(headers, "text/event-stream") {
                 return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
             }
-            if let Err(answer) = front.session(headers) {
-                return answer;
+            if let Err((status, msg)) = front.session(headers) {
+                return front.refuse(status, msg);
             }
             // The gate opens no server-to-client stream: downstream requests are not relayed.
             let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-            r.headers_mut().insert("allow", HeaderValue::from_static("POST, DELETE"));
+            r.headers_mut()
+                .insert("allow", HeaderValue::from_static("POST, DELETE"));
             r
         }
         Method::DELETE => match front.session(headers) {
@@ -218,24 +242,35 @@ async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer 
                 *r.status_mut() = StatusCode::OK;
                 r
             }
-            Err(answer) => answer,
+            Err((status, msg)) => front.refuse(status, msg),
         },
         _ => {
             let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-            r.headers_mut().insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
+            r.headers_mut()
+                .insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
             r
         }
     }
 }
 
-async fn post(front: &HttpFront, headers: &HeaderMap, body: Incoming, credentials: &Credentials) -> Answer {
-    if !content_type_ok(headers) {
+async fn post(
+    front: &HttpFront,
+    headers: &HeaderMap,
+    body: Incoming,
+    credentials: &Credentials,
+) -> Answer {
+    let faults = front.proxy.faults();
+    if !content_type_ok(headers) && !faults.any_media_type {
         return front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
     }
     if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
         return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
     }
-    let limit = front.proxy.limits().max_bytes;
+    let limit = if faults.no_size_limit {
+        64 * 1024 * 1024
+    } else {
+        front.proxy.limits().max_bytes
+    };
     let declared = match one(headers, "content-length") {
         Ok(v) => v.and_then(|v| v.trim().parse::<u64>().ok()),
         Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
@@ -245,25 +280,41 @@ async fn post(front: &HttpFront, headers: &HeaderMap, body: Incoming, credential
     }
     let raw = match read_body(body, limit, front.settings.read_deadline).await {
         Ok(b) => b,
-        Err(BodyError::TooLarge) => return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large"),
+        Err(BodyError::TooLarge) => {
+            return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")
+        }
         Err(BodyError::Failed) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
     };
+    if let Some(r) = front
+        .proxy
+        .batch_fault(&front.settings.server_id, &raw)
+        .await
+    {
+        return json_answer(StatusCode::OK, r.response_bytes().unwrap_or_default());
+    }
     let canonical = match front.proxy.parse(&raw) {
         Ok(c) => c,
         Err(_) => {
             let r = front.proxy.malformed();
-            return json_answer(StatusCode::BAD_REQUEST, r.response_bytes().unwrap_or_default());
+            return json_answer(
+                StatusCode::BAD_REQUEST,
+                r.response_bytes().unwrap_or_default(),
+            );
         }
     };
-    let is_initialize = canonical.message().method() == "initialize" && matches!(canonical.message(), Message::Request { .. });
+    let is_initialize = canonical.message().method() == "initialize"
+        && matches!(canonical.message(), Message::Request { .. });
     if is_initialize {
         if headers.contains_key(SESSION) {
-            return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: initialize carries a session");
+            return front.refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: initialize carries a session",
+            );
         }
     } else {
         let negotiated = match front.session(headers) {
             Ok((_, v)) => v,
-            Err(answer) => return answer,
+            Err((status, msg)) => return front.refuse(status, msg),
         };
         match one(headers, VERSION) {
             Ok(None) => {}
@@ -273,7 +324,7 @@ async fn post(front: &HttpFront, headers: &HeaderMap, body: Incoming, credential
     }
     let result = front
         .proxy
-        .handle_canonical(&front.settings.server_id, &canonical, credentials)
+        .handle_parsed(&front.settings.server_id, &raw, &canonical, credentials)
         .await;
     let mut answer = match (result.handled, result.response_bytes()) {
         (Handled::Accepted, _) | (_, None) => {
@@ -301,7 +352,11 @@ enum BodyError {
     Failed,
 }
 
-async fn read_body(mut body: Incoming, limit: usize, deadline: Duration) -> Result<Vec<u8>, BodyError> {
+async fn read_body(
+    mut body: Incoming,
+    limit: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, BodyError> {
     let read = async {
         let mut out = Vec::new();
         while let Some(frame) = body.frame().await {
@@ -315,7 +370,9 @@ async fn read_body(mut body: Incoming, limit: usize, deadline: Duration) -> Resu
         }
         Ok(out)
     };
-    tokio::time::timeout(deadline, read).await.unwrap_or(Err(BodyError::Failed))
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or(Err(BodyError::Failed))
 }
 
 fn session_id() -> String {

@@ -7,7 +7,13 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Serve `input` until EOF. A partial line at EOF is never a message.
-pub async fn serve<R, W>(proxy: Arc<Proxy>, server_id: &str, refusal_code: i64, input: R, mut output: W) -> std::io::Result<()>
+pub async fn serve<R, W>(
+    proxy: Arc<Proxy>,
+    server_id: &str,
+    refusal_code: i64,
+    input: R,
+    mut output: W,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -39,7 +45,11 @@ where
         }
         let mut l = std::mem::take(&mut line);
         if std::mem::take(&mut overflow) {
-            write_line(&mut output, &proxy.malformed().response_bytes().unwrap_or_default()).await?;
+            write_line(
+                &mut output,
+                &proxy.malformed().response_bytes().unwrap_or_default(),
+            )
+            .await?;
             continue;
         }
         if l.last() == Some(&b'\r') {
@@ -56,7 +66,11 @@ where
             Ok(c) => {
                 let method = c.message().method().to_string();
                 let id = c.message().id().cloned();
-                if !initialized && method != "initialize" && method != "ping" && matches!(c.message(), Message::Request { .. }) {
+                if !initialized
+                    && method != "initialize"
+                    && method != "ping"
+                    && matches!(c.message(), Message::Request { .. })
+                {
                     // Nothing but initialize and ping before initialize (MCP-LIFE-01).
                     let id = id.map_or_else(|| b"null".to_vec(), |i| i.to_canonical());
                     let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
@@ -64,7 +78,7 @@ where
                     out.extend_from_slice(format!(r#","error":{{"code":{refusal_code},"message":"Server not initialized"}}}}"#).as_bytes());
                     Some(out)
                 } else {
-                    let r = proxy.handle_canonical(server_id, &c, &credentials).await;
+                    let r = proxy.handle_parsed(server_id, &l, &c, &credentials).await;
                     if r.negotiated.is_some() {
                         initialized = true;
                     }

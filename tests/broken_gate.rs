@@ -1,0 +1,374 @@
+//! Every gate case can fail: the gate profile against deliberately broken gates.
+//!
+//! Each broken gate is the reference gate with one defect switched on (`reference_gate::proxy::
+//! Faults`, available only with the crate's `faults` feature) or with an engine that refuses or
+//! fails. The exact set of failing trials per broken gate is a snapshot under
+//! `tests/expect/broken-gate/` (refresh with `UPDATE_EXPECT=1`), and every gate-only case must fail
+//! under at least one of them. The control runs (no defect; an engine that errors on the canary)
+//! must fail nothing.
+
+use crate::util::{bin, Report};
+use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
+use mcp_gauntlet::lanes::WITNESS_POLICY;
+use mcp_gauntlet::witness::{self, Recorder, Witness, WitnessConfig};
+use reference_gate::canonical::Leniency;
+use reference_gate::config::{GateConfig, Server};
+use reference_gate::forward::ConfiguredForwarder;
+use reference_gate::policy::{AgentActionRequest, Decision, Engine, EngineError, RuleEngine};
+use reference_gate::proxy::{Faults, Proxy};
+use reference_gate::trace::Tracer;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The witness policy, except that the canary makes the engine fail with internal detail.
+struct FailsOnCanary(RuleEngine);
+
+impl Engine for FailsOnCanary {
+    fn decide(&self, r: &AgentActionRequest) -> Result<Decision, EngineError> {
+        if r.tool == witness::CANARY_TOOL {
+            return Err(EngineError(
+                "policy backend /etc/gauntlet/policy.rego line 12: connection refused".into(),
+            ));
+        }
+        self.0.decide(r)
+    }
+    fn visible(&self, s: &str, t: &str) -> bool {
+        self.0.visible(s, t)
+    }
+}
+
+fn policy() -> GateConfig {
+    serde_json::from_str(WITNESS_POLICY).expect("the witness policy parses")
+}
+
+/// Start a witness and a gate with `faults` and `engine` in this process; run the gate profile
+/// against it through the CLI; return `transport id verdict` for every trial that did not pass.
+fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("witness.jsonl");
+    let recorder = Recorder::with_log(&log).unwrap();
+    let w = Arc::new(Witness::new(WitnessConfig::default(), recorder));
+    let (waddr, _w) = rt
+        .block_on(witness::http::spawn("127.0.0.1:0".parse().unwrap(), w))
+        .unwrap();
+    let mut cfg = policy();
+    cfg.servers.insert(
+        cfg.server.clone(),
+        Server::Url(format!("http://{waddr}/mcp")),
+    );
+    let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
+    let proxy =
+        Proxy::new(engine, forwarder, cfg.limits, cfg.errors, Tracer::none()).with_faults(faults);
+    let front = reference_gate::front::http::HttpFront::new(
+        Arc::new(proxy),
+        reference_gate::cli::http_settings(&cfg),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let gaddr = listener.local_addr().unwrap();
+    let _g = rt.spawn(reference_gate::front::http::serve(listener, front));
+
+    let report = dir.path().join("report.json");
+    let out = std::process::Command::new(bin())
+        .args([
+            "run",
+            "--profile",
+            "gate",
+            "--http",
+            &format!("http://{gaddr}/mcp"),
+        ])
+        .arg("--witness-log")
+        .arg(&log)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
+    let parsed: Report = serde_json::from_str(&text).unwrap();
+    let mut lines: Vec<String> = parsed
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .map(|t| format!("{} {} {}", t.transport, t.id, t.verdict))
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn expect_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/expect/broken-gate/{name}.txt"))
+}
+
+fn check(name: &str, faults: Faults, engine: Arc<dyn Engine>) {
+    let got = failing(faults, engine).join("\n") + "\n";
+    let path = expect_path(name);
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    if got != want {
+        let g: BTreeSet<&str> = got.lines().collect();
+        let w: BTreeSet<&str> = want.lines().collect();
+        panic!(
+            "broken gate `{name}`: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
+            path.display(),
+            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
+            w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
+        );
+    }
+}
+
+fn rules() -> Arc<dyn Engine> {
+    Arc::new(policy().policy)
+}
+
+const BROKEN: &[&str] = &[
+    "forwards-raw-bytes",
+    "last-duplicate-wins",
+    "batch-skips-policy",
+    "leaks-engine-text",
+    "allows-on-engine-error",
+    "relays-downstream-verbatim",
+    "refuses-everything",
+    "reads-json-leniently",
+    "reads-the-envelope-loosely",
+    "takes-any-tool-name",
+    "takes-any-media-type",
+    "has-no-size-limit",
+    "allows-by-default",
+];
+
+/// Allow unless a rule denies: what a gate with an allow-by-default policy does.
+struct AllowByDefault(RuleEngine);
+
+impl Engine for AllowByDefault {
+    fn decide(&self, r: &AgentActionRequest) -> Result<Decision, EngineError> {
+        let denied =
+            self.0.rules.iter().any(|rule| {
+                rule.effect == reference_gate::policy::Effect::Deny && rule.tool == r.tool
+            });
+        Ok(if denied {
+            Decision::Deny
+        } else {
+            Decision::Allow
+        })
+    }
+    fn visible(&self, _: &str, _: &str) -> bool {
+        true
+    }
+}
+
+fn lenient(l: Leniency) -> Faults {
+    Faults {
+        leniency: l,
+        ..Faults::default()
+    }
+}
+
+#[test]
+fn reads_json_leniently() {
+    // A gate that repairs its input also tends not to check names.
+    let l = Leniency {
+        lenient_grammar: true,
+        first_value_only: true,
+        any_tool_name: true,
+        ..Leniency::default()
+    };
+    check("reads-json-leniently", lenient(l), rules());
+}
+
+#[test]
+fn reads_the_envelope_loosely() {
+    check(
+        "reads-the-envelope-loosely",
+        lenient(Leniency {
+            lax_envelope: true,
+            ..Leniency::default()
+        }),
+        rules(),
+    );
+}
+
+#[test]
+fn takes_any_tool_name() {
+    check(
+        "takes-any-tool-name",
+        lenient(Leniency {
+            any_tool_name: true,
+            ..Leniency::default()
+        }),
+        rules(),
+    );
+}
+
+#[test]
+fn takes_any_media_type() {
+    check(
+        "takes-any-media-type",
+        Faults {
+            any_media_type: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn has_no_size_limit() {
+    check(
+        "has-no-size-limit",
+        Faults {
+            no_size_limit: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn allows_by_default() {
+    check(
+        "allows-by-default",
+        Faults::default(),
+        Arc::new(AllowByDefault(policy().policy)),
+    );
+}
+
+#[test]
+fn control_reference_gate_fails_nothing() {
+    assert_eq!(failing(Faults::default(), rules()), Vec::<String>::new());
+}
+
+#[test]
+fn control_engine_error_is_a_denial() {
+    assert_eq!(
+        failing(Faults::default(), Arc::new(FailsOnCanary(policy().policy))),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn forwards_raw_bytes() {
+    check(
+        "forwards-raw-bytes",
+        Faults {
+            forward_raw: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn last_duplicate_wins() {
+    check(
+        "last-duplicate-wins",
+        Faults {
+            last_duplicate_wins: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn batch_skips_policy() {
+    check(
+        "batch-skips-policy",
+        Faults {
+            batch_skips_policy: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn leaks_engine_text() {
+    let engine = Arc::new(FailsOnCanary(policy().policy));
+    check(
+        "leaks-engine-text",
+        Faults {
+            leak_engine_text: true,
+            ..Faults::default()
+        },
+        engine,
+    );
+}
+
+#[test]
+fn allows_on_engine_error() {
+    let engine = Arc::new(FailsOnCanary(policy().policy));
+    check(
+        "allows-on-engine-error",
+        Faults {
+            allow_on_engine_error: true,
+            ..Faults::default()
+        },
+        engine,
+    );
+}
+
+#[test]
+fn relays_downstream_verbatim() {
+    check(
+        "relays-downstream-verbatim",
+        Faults {
+            relay_downstream_verbatim: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn refuses_everything() {
+    check(
+        "refuses-everything",
+        Faults::default(),
+        Arc::new(RuleEngine::default()),
+    );
+}
+
+/// Every gate-only case (HTTP) fails under at least one broken gate.
+#[test]
+fn every_gate_case_can_fail() {
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        return;
+    }
+    let caught: BTreeSet<String> = BROKEN
+        .iter()
+        .flat_map(|name| {
+            std::fs::read_to_string(expect_path(name))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.rsplit_once(' ').map_or(l, |(k, _)| k).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let cat = Catalogue::embedded().unwrap();
+    let never: Vec<String> = cat
+        .cases
+        .iter()
+        .filter(|c| {
+            c.spec.profiles.as_deref() == Some(&[Profile::Gate])
+                && c.applies_to_transport(TransportKind::Http)
+        })
+        .map(|c| format!("http {}", c.id))
+        .filter(|k| !caught.contains(k))
+        .collect();
+    assert!(
+        never.is_empty(),
+        "gate cases no broken gate fails:\n  {}",
+        never.join("\n  ")
+    );
+}
