@@ -168,3 +168,44 @@ fn total_deadline_bounds_the_run() {
     // Every case waits at least its 1 s deadline, so most of ~100 cannot start within 2 s.
     assert!(late > 50, "{late} cases hit the total deadline");
 }
+
+/// `--gate` starts a gate in front of the runner's witness; the gate profile passes for the
+/// reference gate, and a credential the client sends never reaches the witness.
+#[test]
+fn gate_target_with_client_credentials() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/gate/witness-policy.json"
+    );
+    let gate = format!(
+        "{} reference-gate --config {config} --listen 127.0.0.1:{{port}} --downstream {{downstream_url}}",
+        shell_words::quote(&bin().to_string_lossy())
+    );
+    let (code, report) = run_with_report(
+        &[
+            "--gate",
+            &gate,
+            "--header",
+            "Authorization: Bearer gauntlet-client-secret-1234",
+        ],
+        &[],
+    );
+    assert_eq!(
+        code,
+        i32::from(exit::SUCCESS),
+        "{:?}",
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict == "fail")
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict == "pass")
+            .count()
+            >= 150
+    );
+}

@@ -4,5 +4,6 @@ mod broken;
 mod broken_gate;
 mod catalogue;
 mod cli;
+mod gate;
 mod hostile;
 mod util;

@@ -418,22 +418,29 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
         Some(Json::String(m)) if !m.is_empty() => m.clone(),
         _ => return Err(env_err()),
     };
-    let params = match get("params") {
-        None => None,
+    match get("params") {
+        None => {}
         Some(Json::Object(p)) => {
             if !len.lax_envelope && p.iter().any(|(k, _)| imitates_protected(k)) {
                 return Err(env_err());
             }
-            Some(p.clone())
         }
         Some(_) => return Err(env_err()),
-    };
+    }
     let id = match get("id") {
         None => None,
         Some(Json::String(s)) => Some(Id::Str(s.clone())),
         Some(Json::Number(n)) => Some(Id::Int(integer_id(n)?)),
         Some(_) => return Err(env_err()),
     };
+    // Move params out (no copy of a possibly large arguments tree).
+    let params = members
+        .into_iter()
+        .find(|(k, _)| k == "params")
+        .and_then(|(_, v)| match v {
+            Json::Object(p) => Some(p),
+            _ => None,
+        });
     if method == "tools/call" {
         // A tools/call must be a request; its params a plain name and an object of arguments.
         if id.is_none() && !len.lax_envelope {
@@ -554,6 +561,7 @@ impl Parser<'_> {
         self.enter()?;
         self.i += 1;
         let mut members: Vec<(String, Json)> = Vec::new();
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         self.ws();
         if self.peek() == Some(b'}') {
             self.i += 1;
@@ -566,11 +574,22 @@ impl Parser<'_> {
                 return self.syntax();
             }
             let key = self.string()?;
-            if let Some(at) = members.iter().position(|(k, _)| *k == key) {
+            // Small objects: a scan; larger ones: a set, so a wide object stays linear.
+            let duplicate = if members.len() < 16 {
+                members.iter().any(|(k, _)| *k == key)
+            } else {
+                if seen.is_empty() {
+                    seen.extend(members.iter().map(|(k, _)| k.clone()));
+                }
+                !seen.insert(key.clone())
+            };
+            if duplicate {
                 if !self.len.last_duplicate_wins {
                     return Err(Malformed::new(MalformedKind::DuplicateMember));
                 }
-                members.remove(at);
+                if let Some(at) = members.iter().position(|(k, _)| *k == key) {
+                    members.remove(at);
+                }
             }
             self.ws();
             if self.peek() != Some(b':') {
@@ -769,6 +788,11 @@ impl Parser<'_> {
 
 fn write_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.extend_from_slice(b"\\\""),

@@ -6,6 +6,7 @@
 use crate::config::{Deadlines, Server};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
@@ -122,11 +123,15 @@ fn parse_url(url: &str) -> Option<HttpTarget> {
     })
 }
 
-/// A Streamable HTTP downstream with the gate's own session.
+/// Most idle keep-alive connections kept per downstream.
+const MAX_IDLE: usize = 64;
+
+/// A Streamable HTTP downstream with the gate's own session and a small keep-alive pool.
 pub struct HttpForwarder {
     url: String,
     deadlines: Deadlines,
     session: Mutex<Option<Option<String>>>,
+    idle: std::sync::Mutex<Vec<SendRequest<Full<Bytes>>>>,
 }
 
 struct HttpAnswer {
@@ -142,6 +147,7 @@ impl HttpForwarder {
             url,
             deadlines,
             session: Mutex::new(None),
+            idle: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -152,20 +158,7 @@ impl HttpForwarder {
         deadline: Instant,
     ) -> Result<HttpAnswer, ForwardError> {
         let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
-        let connect_by =
-            (Instant::now() + Duration::from_millis(self.deadlines.connect_ms)).min(deadline);
-        let stream =
-            tokio::time::timeout_at(connect_by, tokio::net::TcpStream::connect(&target.connect))
-                .await
-                .map_err(|_| ForwardError::Timeout)?
-                .map_err(|_| ForwardError::Unreachable)?;
-        let io = TokioIo::new(stream);
-        let (mut sender, conn) =
-            tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
-                .await
-                .map_err(|_| ForwardError::Timeout)?
-                .map_err(|_| ForwardError::Unreachable)?;
-        let driver = tokio::spawn(conn);
+        let mut sender = self.connection(&target, deadline).await?;
         let mut req = Request::post(&target.path)
             .header("host", &target.authority)
             .header("content-type", "application/json")
@@ -202,10 +195,22 @@ impl HttpForwarder {
                     if out.len() > self.deadlines.max_response {
                         return Err(ForwardError::Oversize);
                     }
-                    // An SSE stream may stay open after the response: stop at the first answer.
+                    // An SSE stream may stay open after the response: stop at the first answer
+                    // (the connection is then dropped, not reused).
                     if sse && sse_answer(&out).is_some() {
-                        break;
+                        return Ok(HttpAnswer {
+                            status,
+                            session,
+                            body: out,
+                            sse,
+                        });
                     }
+                }
+            }
+            // The whole body was read: the connection can serve the next request.
+            if let Ok(mut idle) = self.idle.lock() {
+                if idle.len() < MAX_IDLE {
+                    idle.push(sender);
                 }
             }
             Ok(HttpAnswer {
@@ -215,11 +220,42 @@ impl HttpForwarder {
                 sse,
             })
         };
-        let answer = tokio::time::timeout_at(deadline, result)
+        tokio::time::timeout_at(deadline, result)
             .await
-            .map_err(|_| ForwardError::Timeout);
-        driver.abort();
-        answer?
+            .map_err(|_| ForwardError::Timeout)?
+    }
+
+    /// An idle keep-alive connection to the downstream, or a new one.
+    async fn connection(
+        &self,
+        target: &HttpTarget,
+        deadline: Instant,
+    ) -> Result<SendRequest<Full<Bytes>>, ForwardError> {
+        loop {
+            let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
+            let Some(mut sender) = idle else { break };
+            if !sender.is_closed() && sender.ready().await.is_ok() {
+                return Ok(sender);
+            }
+        }
+        let connect_by =
+            (Instant::now() + Duration::from_millis(self.deadlines.connect_ms)).min(deadline);
+        let stream =
+            tokio::time::timeout_at(connect_by, tokio::net::TcpStream::connect(&target.connect))
+                .await
+                .map_err(|_| ForwardError::Timeout)?
+                .map_err(|_| ForwardError::Unreachable)?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = tokio::time::timeout_at(
+            deadline,
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+        )
+        .await
+        .map_err(|_| ForwardError::Timeout)?
+        .map_err(|_| ForwardError::Unreachable)?;
+        // The connection lives as long as a sender for it does (in use or idle).
+        tokio::spawn(conn);
+        Ok(sender)
     }
 
     async fn ensure_session(&self, deadline: Instant) -> Result<Option<String>, ForwardError> {
