@@ -420,11 +420,12 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
     };
     match get("params") {
         None => {}
-        Some(Json::Object(p)) => {
-            if !len.lax_envelope && p.iter().any(|(k, _)| imitates_protected(k)) {
-                return Err(env_err());
-            }
+        Some(Json::Object(p))
+            if !len.lax_envelope && p.iter().any(|(k, _)| imitates_protected(k)) =>
+        {
+            return Err(env_err());
         }
+        Some(Json::Object(_)) => {}
         Some(_) => return Err(env_err()),
     }
     let id = match get("id") {
