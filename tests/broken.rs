@@ -78,21 +78,7 @@ fn failing(mode: &str) -> Vec<String> {
 fn check_mode(mode: &str) {
     let got = failing(mode).join("\n") + "\n";
     let path = expect_path(mode);
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(&path, &got).expect("write the snapshot");
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    if got != want {
-        let g: BTreeSet<&str> = got.lines().collect();
-        let w: BTreeSet<&str> = want.lines().collect();
-        panic!(
-            "broken mode `{mode}`: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
-            path.display(),
-            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
-            w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
-        );
-    }
+    crate::util::check_snapshot(&format!("broken mode `{mode}`"), &path, &got);
 }
 
 macro_rules! broken_mode {

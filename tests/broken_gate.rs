@@ -110,21 +110,7 @@ fn expect_path(name: &str) -> PathBuf {
 fn check(name: &str, faults: Faults, engine: Arc<dyn Engine>) {
     let got = failing(faults, engine).join("\n") + "\n";
     let path = expect_path(name);
-    if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(&path, &got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    if got != want {
-        let g: BTreeSet<&str> = got.lines().collect();
-        let w: BTreeSet<&str> = want.lines().collect();
-        panic!(
-            "broken gate `{name}`: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
-            path.display(),
-            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
-            w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
-        );
-    }
+    crate::util::check_snapshot(&format!("broken gate `{name}`"), &path, &got);
 }
 
 fn rules() -> Arc<dyn Engine> {

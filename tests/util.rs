@@ -111,3 +111,23 @@ pub fn run_with_report(args: &[&str], libtest: &[&str]) -> (i32, Report) {
     let parsed: Report = serde_json::from_str(&text).expect("report parses");
     (out.status.code().unwrap_or(-1), parsed)
 }
+
+/// Compare `got` with the snapshot at `path` (`UPDATE_EXPECT=1` rewrites it instead), showing
+/// the lines gained and lost when they differ.
+pub fn check_snapshot(what: &str, path: &Path, got: &str) {
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(path, got).expect("write the snapshot");
+        return;
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    if got != want {
+        let g: std::collections::BTreeSet<&str> = got.lines().collect();
+        let w: std::collections::BTreeSet<&str> = want.lines().collect();
+        panic!(
+            "{what}: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
+            path.display(),
+            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
+            w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
+        );
+    }
+}

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -423,8 +423,6 @@ impl StdioForwarder {
         }
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 impl Forwarder for StdioForwarder {
     fn forward<'a>(
