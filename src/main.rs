@@ -39,6 +39,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<std::ffi::OsString>,
     },
+    /// Render JSON reports (from `run --report`) as one markdown table: cases by target.
+    Matrix {
+        /// Reports, each `FILE` or `NAME=FILE` (the column's name; default the report's target).
+        #[arg(required = true)]
+        reports: Vec<String>,
+        /// Write the table to FILE instead of stdout.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
     /// Validate case files (every file under each DIR) and print what is wrong, with file, line and column.
     CheckCases {
         #[arg(required = true)]
@@ -98,6 +107,19 @@ struct RunArgs {
     /// Write a JSON report (format mcp-gauntlet-report/1) to FILE.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Write JUnit XML to FILE (one testcase per trial; failures carry the explanation).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Known failures (JSON, format mcp-gauntlet-baseline/1): listed failures pass, unlisted
+    /// failures fail, listed cases that now pass fail as stale.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Write this run's failures as a baseline to FILE.
+    #[arg(long)]
+    write_baseline: Option<PathBuf>,
+    /// Run only shard K of N (1-based), e.g. `--shard 2/4`, to split a run across CI jobs.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
     /// Arguments for the libtest harness: a filter, --list, --exact, --test-threads N, --format json...
     #[arg(last = true)]
     libtest: Vec<String>,
@@ -120,6 +142,18 @@ struct WitnessArgs {
     /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     broken: Vec<Broken>,
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (k, n) = s.split_once('/').ok_or("expected K/N, e.g. 1/4")?;
+    let (k, n): (usize, usize) = (
+        k.parse().map_err(|_| "K is not a number")?,
+        n.parse().map_err(|_| "N is not a number")?,
+    );
+    if n == 0 || k == 0 || k > n {
+        return Err("expected 1 <= K <= N".into());
+    }
+    Ok((k, n))
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -146,6 +180,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
+        Command::Matrix { reports, output } => matrix(reports, output),
         Command::ReferenceGate { args } => {
             return reference_gate::cli::main_from_args(
                 std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args),
@@ -196,6 +231,10 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         },
         total_timeout: Duration::from_secs(args.total_timeout.max(1)),
         report: args.report,
+        junit: args.junit,
+        baseline: args.baseline,
+        write_baseline: args.write_baseline,
+        shard: args.shard,
         libtest_args: args.libtest,
         self_exe: None,
     };
@@ -245,6 +284,36 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
             }
         }
     })
+}
+
+fn matrix(reports: Vec<String>, output: Option<PathBuf>) -> anyhow::Result<u8> {
+    use mcp_gauntlet::report::{self, ReportFile, REPORT_FORMAT};
+    let mut loaded = Vec::new();
+    for arg in reports {
+        let (name, path) = match arg.split_once('=') {
+            Some((n, p)) => (Some(n.to_string()), PathBuf::from(p)),
+            None => (None, PathBuf::from(&arg)),
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let r: ReportFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a report", path.display()))?;
+        anyhow::ensure!(
+            r.format == REPORT_FORMAT,
+            "{}: unknown report format {}",
+            path.display(),
+            r.format
+        );
+        loaded.push((name.unwrap_or_else(|| r.target.clone()), r));
+    }
+    let table = report::matrix(&loaded);
+    match output {
+        Some(p) => {
+            std::fs::write(&p, table).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => print!("{table}"),
+    }
+    Ok(exit::SUCCESS)
 }
 
 fn check_cases(dirs: Vec<PathBuf>) -> anyhow::Result<u8> {

@@ -6,4 +6,5 @@ mod catalogue;
 mod cli;
 mod gate;
 mod hostile;
+mod reports;
 mod util;

@@ -1,9 +1,12 @@
-//! Reports: the per-trial record the runner keeps, the JSON report (`--report`), and the
-//! warning summary printed after libtest's own output.
+//! Reports: the per-trial record the runner keeps, the JSON report (`--report`), JUnit XML
+//! (`--junit`), the cross-target matrix (`mcp-gauntlet matrix`), baselines (`baseline.rs`), and
+//! the warning summary printed after libtest's own output. Nothing here knows about transports.
+
+pub mod baseline;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
 /// The version of the JSON report format; bumped on any incompatible change.
@@ -25,6 +28,10 @@ pub struct Record {
     pub error_code: Option<i64>,
     pub elapsed_ms: u64,
     pub findings: Vec<Finding>,
+    /// For failures: the full explanation (acceptable set next to what was observed), with
+    /// `--header` values redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
 }
 
 impl Record {
@@ -54,6 +61,7 @@ impl Record {
             error_code: verdict.and_then(|v| v.error_code),
             elapsed_ms,
             findings: verdict.map(|v| v.findings.clone()).unwrap_or_default(),
+            explanation: None,
         }
     }
 }
@@ -146,6 +154,184 @@ pub fn warning_summary(records: &[Record]) -> String {
             r.id,
             first
         ));
+    }
+    out
+}
+
+/// `text` with every secret (a `--header` value) replaced.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| !s.is_empty()) {
+        out = out.replace(s.as_str(), "[redacted]");
+    }
+    out
+}
+
+fn kind_of(r: &Record) -> String {
+    match r.profile {
+        Profile::Server => r.transport.as_str().to_string(),
+        Profile::Gate => format!("gate/{}", r.transport.as_str()),
+    }
+}
+
+/// Text safe inside XML (attributes or content): escaped, control characters dropped.
+fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one `testsuite` per lane (profile and transport), one `testcase` per trial;
+/// failures (and stale baseline entries) carry the explanation, not-applicable cases are skipped.
+pub fn junit(info: &RunInfo, records: &[Record]) -> String {
+    let mut lanes: Vec<String> = records.iter().map(kind_of).collect();
+    lanes.sort();
+    lanes.dedup();
+    let failing = |r: &Record| r.verdict == "fail" || r.verdict == "stale";
+    let total_time: f64 = records.iter().map(|r| r.elapsed_ms as f64 / 1000.0).sum();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"mcp-gauntlet\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{total_time:.3}\">\n",
+        records.len(),
+        records.iter().filter(|r| failing(r)).count(),
+        records.iter().filter(|r| r.verdict == "skip").count(),
+    ));
+    for lane in lanes {
+        let rs: Vec<&Record> = records.iter().filter(|r| kind_of(r) == lane).collect();
+        let time: f64 = rs.iter().map(|r| r.elapsed_ms as f64 / 1000.0).sum();
+        out.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{time:.3}\">\n",
+            xml(&format!("[{lane}] {}", info.target)),
+            rs.len(),
+            rs.iter().filter(|r| failing(r)).count(),
+            rs.iter().filter(|r| r.verdict == "skip").count(),
+        ));
+        for r in rs {
+            let family = r.id.split('/').next().unwrap_or("");
+            out.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
+                xml(&format!("mcp-gauntlet.{}.{family}", lane.replace('/', "."))),
+                xml(&r.id),
+                r.elapsed_ms as f64 / 1000.0
+            ));
+            let first = r.findings.first().map_or(String::new(), |f| {
+                format!("[{}] {}", f.check.as_str(), f.message)
+            });
+            match r.verdict.as_str() {
+                "fail" | "stale" => {
+                    let body = r.explanation.clone().unwrap_or_else(|| first.clone());
+                    out.push_str(&format!(
+                        ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                        xml(&first),
+                        xml(&r.verdict),
+                        xml(&body)
+                    ));
+                }
+                "skip" => out.push_str(">\n      <skipped message=\"not applicable to this target\"/>\n    </testcase>\n"),
+                "warn" | "known" => out.push_str(&format!(
+                    ">\n      <system-out>{}</system-out>\n    </testcase>\n",
+                    xml(&format!("{}: {first}", r.verdict))
+                )),
+                _ => out.push_str("/>\n"),
+            }
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// A report read back for the matrix.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportFile {
+    pub format: String,
+    pub target: String,
+    pub results: Vec<ReportRow>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReportRow {
+    pub id: String,
+    pub transport: TransportKind,
+    #[serde(default)]
+    pub profile: Profile,
+    pub verdict: String,
+    #[serde(default)]
+    pub requirements: Vec<String>,
+}
+
+/// One markdown table of several reports: a row per (lane, case), a column per report, and a
+/// summary row per report first.
+pub fn matrix(reports: &[(String, ReportFile)]) -> String {
+    let mut keys: Vec<(String, String, Vec<String>)> = Vec::new();
+    for (_, r) in reports {
+        for row in &r.results {
+            let lane = match row.profile {
+                Profile::Server => row.transport.as_str().to_string(),
+                Profile::Gate => format!("gate/{}", row.transport.as_str()),
+            };
+            if !keys.iter().any(|(l, id, _)| *l == lane && *id == row.id) {
+                keys.push((lane, row.id.clone(), row.requirements.clone()));
+            }
+        }
+    }
+    keys.sort();
+    let mut out = String::from("| case | requirements |");
+    for (name, _) in reports {
+        out.push_str(&format!(" {} |", name.replace('|', "/")));
+    }
+    out.push_str("\n|---|---|");
+    for _ in reports {
+        out.push_str("---|");
+    }
+    out.push_str("\n| **summary** (pass / fail / warn / known) | |");
+    for (_, r) in reports {
+        let n = |v: &str| r.results.iter().filter(|x| x.verdict == v).count();
+        out.push_str(&format!(
+            " {} / {} / {} / {} |",
+            n("pass"),
+            n("fail") + n("stale"),
+            n("warn"),
+            n("known")
+        ));
+    }
+    out.push('\n');
+    for (lane, id, reqs) in keys {
+        out.push_str(&format!("| [{lane}] {id} | {} |", reqs.join(", ")));
+        for (_, r) in reports {
+            let cell = r
+                .results
+                .iter()
+                .find(|x| {
+                    x.id == id && {
+                        let l = match x.profile {
+                            Profile::Server => x.transport.as_str().to_string(),
+                            Profile::Gate => format!("gate/{}", x.transport.as_str()),
+                        };
+                        l == lane
+                    }
+                })
+                .map_or("", |x| match x.verdict.as_str() {
+                    "pass" => "pass",
+                    "fail" | "stale" => "**FAIL**",
+                    "warn" => "warn",
+                    "known" => "known",
+                    _ => "-",
+                });
+            out.push_str(&format!(" {cell} |"));
+        }
+        out.push('\n');
     }
     out
 }

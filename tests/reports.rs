@@ -1,0 +1,175 @@
+//! What CI consumes: JUnit that a JUnit parser accepts, baselines that pass known failures and
+//! fail regressions and stale entries, shards that split a run, and the matrix.
+
+use crate::util::{bin, run_with_report, HttpWitness};
+use mcp_gauntlet::exit;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+fn run(args: &[&str]) -> i32 {
+    Command::new(bin())
+        .arg("run")
+        .args(args)
+        .output()
+        .unwrap()
+        .status
+        .code()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn junit_is_well_formed_and_complete() {
+    let w = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let code = run(&[
+        "--http",
+        &w.url,
+        "--junit",
+        junit.to_str().unwrap(),
+        "--",
+        "batch/",
+    ]);
+    assert_eq!(code, i32::from(exit::CASES_FAILED));
+    let text = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("JUnit parses as XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let failures = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure"))
+        .count();
+    assert!(!cases.is_empty());
+    assert!(failures > 0);
+    assert_eq!(
+        root.attribute("failures"),
+        Some(failures.to_string().as_str())
+    );
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap();
+    assert!(
+        failure.text().is_some_and(|t| t.contains("requirements:")),
+        "a failure carries its explanation"
+    );
+}
+
+#[test]
+fn baselines_pass_known_failures_and_fail_regressions_and_stale_entries() {
+    let broken = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("baseline.json");
+    let b = base.to_str().unwrap();
+    assert_eq!(
+        run(&["--http", &broken.url, "--write-baseline", b, "--", "batch/"]),
+        i32::from(exit::CASES_FAILED)
+    );
+    assert_eq!(
+        run(&["--http", &broken.url, "--baseline", b, "--", "batch/"]),
+        i32::from(exit::SUCCESS)
+    );
+
+    // One line fewer: that failure is a regression again.
+    let mut parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let list = parsed["known_failures"].as_array_mut().unwrap();
+    assert!(list.len() > 1);
+    list.remove(0);
+    let shorter = dir.path().join("shorter.json");
+    std::fs::write(&shorter, parsed.to_string()).unwrap();
+    assert_eq!(
+        run(&[
+            "--http",
+            &broken.url,
+            "--baseline",
+            shorter.to_str().unwrap(),
+            "--",
+            "batch/"
+        ]),
+        i32::from(exit::CASES_FAILED)
+    );
+
+    // A fixed server: every entry is stale.
+    let fixed = HttpWitness::start(&[], None);
+    let (code, report) = run_with_report(&["--http", &fixed.url, "--baseline", b], &["batch/"]);
+    assert_eq!(code, i32::from(exit::CASES_FAILED));
+    assert!(report.results.iter().any(|t| t.verdict == "stale"));
+
+    // A malformed baseline is a setup error.
+    std::fs::write(&shorter, "{\"known_failures\": 1}").unwrap();
+    assert_eq!(
+        run(&[
+            "--http",
+            &fixed.url,
+            "--baseline",
+            shorter.to_str().unwrap()
+        ]),
+        i32::from(exit::SETUP_FAILED)
+    );
+}
+
+#[test]
+fn shards_split_a_run_without_overlap() {
+    let w = HttpWitness::start(&[], None);
+    let ran = |shard: &str| -> BTreeSet<String> {
+        let (_, r) = run_with_report(&["--http", &w.url, "--shard", shard], &[]);
+        r.results.into_iter().map(|t| t.id).collect()
+    };
+    let (a, b) = (ran("1/2"), ran("2/2"));
+    let all = ran("1/1");
+    assert!(a.is_disjoint(&b));
+    assert_eq!(a.union(&b).cloned().collect::<BTreeSet<_>>(), all);
+    assert_eq!(
+        run(&["--http", &w.url, "--shard", "3/2"]),
+        i32::from(exit::USAGE)
+    );
+}
+
+#[test]
+fn matrix_renders_reports_side_by_side() {
+    let good = HttpWitness::start(&[], None);
+    let bad = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let (g, b) = (dir.path().join("g.json"), dir.path().join("b.json"));
+    run(&[
+        "--http",
+        &good.url,
+        "--report",
+        g.to_str().unwrap(),
+        "--",
+        "batch/",
+    ]);
+    run(&[
+        "--http",
+        &bad.url,
+        "--report",
+        b.to_str().unwrap(),
+        "--",
+        "batch/",
+    ]);
+    let out = Command::new(bin())
+        .args([
+            "matrix",
+            &format!("good={}", g.display()),
+            &format!("batching={}", b.display()),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table
+        .lines()
+        .next()
+        .unwrap()
+        .contains("| good | batching |"));
+    let row = table
+        .lines()
+        .find(|l| l.contains("batch/one-ping-in-array"))
+        .unwrap();
+    assert!(row.ends_with("| pass | **FAIL** |"), "{row}");
+}
