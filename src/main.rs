@@ -48,6 +48,8 @@ enum Command {
         #[arg(long)]
         output: Option<PathBuf>,
     },
+    /// Print the JSON Schema of the case format (the same as cases/schema.json).
+    Schema,
     /// Validate case files (every file under each DIR) and print what is wrong, with file, line and column.
     CheckCases {
         #[arg(required = true)]
@@ -181,6 +183,10 @@ fn main() -> ExitCode {
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
         Command::Matrix { reports, output } => matrix(reports, output),
+        Command::Schema => {
+            print!("{}", mcp_gauntlet::case::schema_json());
+            Ok(exit::SUCCESS)
+        }
         Command::ReferenceGate { args } => {
             return reference_gate::cli::main_from_args(
                 std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args),

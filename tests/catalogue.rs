@@ -228,3 +228,31 @@ fn extra_case_folders_add_cases_and_refuse_duplicates() {
         Err(CaseError::Duplicate { .. })
     ));
 }
+
+/// `cases/schema.json` is generated from the case model (`mcp-gauntlet schema`) and kept in step:
+/// `UPDATE_EXPECT=1` rewrites it.
+#[test]
+fn schema_json_is_in_step_with_the_code() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/cases/schema.json");
+    let now = case::schema_json();
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(path, &now).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(committed == now, "cases/schema.json is stale: run `mcp-gauntlet schema > cases/schema.json` (or UPDATE_EXPECT=1)");
+    let schema: serde_json::Value = serde_json::from_str(&now).unwrap();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for key in ["title", "requirements", "request", "expect"] {
+        assert!(required.contains(&key), "{key} is required");
+    }
+    assert_eq!(
+        schema["additionalProperties"], false,
+        "unknown keys are refused"
+    );
+}

@@ -626,6 +626,12 @@ fn is_version(s: &str) -> bool {
             .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
+/// The JSON Schema of a case file, generated from the model (kept in `cases/schema.json`).
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(CaseSpec);
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
+
 /// Every case id in the catalogue, for reports and tests.
 pub fn ids(cat: &Catalogue) -> BTreeSet<String> {
     cat.cases.iter().map(|c| c.id.clone()).collect()
