@@ -305,6 +305,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         Some(&v),
                         obs.elapsed.as_millis() as u64,
                     );
+                    // Whatever came back may echo a `--header` value: never into any output.
+                    for f in &mut record.findings {
+                        f.message = report::redact(&f.message, &secrets);
+                    }
                     let known = baseline
                         .as_ref()
                         .is_some_and(|b| b.lists(&case.id, lane.transport, profile));

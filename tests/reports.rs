@@ -173,3 +173,52 @@ fn matrix_renders_reports_side_by_side() {
         .unwrap();
     assert!(row.ends_with("| pass | **FAIL** |"), "{row}");
 }
+
+/// A server that echoes request headers into its answers: the `--header` value must not appear
+/// in stdout, stderr, the JSON report or the JUnit file, while the leak itself is reported.
+#[test]
+fn header_secrets_never_reach_any_output() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = vec![0u8; 65536];
+            let n = s.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let auth = head
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("authorization"))
+                .unwrap_or("");
+            let body = format!("bad request, you sent {auth}");
+            let _ = write!(s, "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    let secret = "s3cr3t-token-value-9d1f";
+    let dir = tempfile::tempdir().unwrap();
+    let (report, junit) = (dir.path().join("r.json"), dir.path().join("j.xml"));
+    let out = Command::new(bin())
+        .args(["run", "--http", &format!("http://{addr}/mcp"), "--strict"])
+        .args(["--header", &format!("Authorization: Bearer {secret}")])
+        .arg("--report")
+        .arg(&report)
+        .arg("--junit")
+        .arg(&junit)
+        .args(["--", "l"])
+        .output()
+        .unwrap();
+    let everything = [
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        std::fs::read_to_string(&report).unwrap(),
+        std::fs::read_to_string(&junit).unwrap(),
+    ];
+    for text in &everything {
+        assert!(!text.contains(secret), "the secret leaked into an output");
+    }
+    assert!(
+        everything[2].contains("a credential passed with --header"),
+        "the leak is reported"
+    );
+}
