@@ -1,7 +1,7 @@
 //! The transport-neutral coordinator: one raw message in; canonicalize first, decide exactly once,
 //! forward only canonical bytes; answer from a fixed vocabulary.
 
-use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
+use crate::canonical::{self, Canonical, Id, Limits, Message};
 use crate::config::ErrorCodes;
 use crate::forward::Forwarder;
 use crate::policy::{AgentActionRequest, Decision, Engine};
@@ -488,9 +488,4 @@ fn valid_answer(bytes: &[u8], id: &Id) -> Option<serde_json::Value> {
         && v.get("id") == Some(&id_value(id))
         && (v.get("result").is_some() != v.get("error").is_some());
     ok.then_some(v)
-}
-
-/// The canonical JSON of a value (for tests and traces).
-pub fn canonical_json(v: &Json) -> String {
-    String::from_utf8_lossy(&v.to_canonical()).into_owned()
 }

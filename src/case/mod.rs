@@ -12,7 +12,7 @@ pub use model::*;
 use base64::Engine as _;
 use bytes::Bytes;
 use include_dir::{include_dir, Dir};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -630,9 +630,4 @@ fn is_version(s: &str) -> bool {
 pub fn schema_json() -> String {
     let schema = schemars::schema_for!(CaseSpec);
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
-}
-
-/// Every case id in the catalogue, for reports and tests.
-pub fn ids(cat: &Catalogue) -> BTreeSet<String> {
-    cat.cases.iter().map(|c| c.id.clone()).collect()
 }

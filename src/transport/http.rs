@@ -7,7 +7,6 @@
 
 use super::TransportError;
 use crate::case::body::Body;
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -479,11 +478,6 @@ fn sse_has_response(body: &[u8]) -> bool {
         m.as_ref()
             .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some())
     })
-}
-
-/// Convenience for tests: the body of a one-chunk wire request.
-pub fn body_bytes(b: impl Into<Bytes>) -> Body {
-    Body::from_bytes(b)
 }
 
 #[cfg(test)]
