@@ -7,12 +7,12 @@
 //! under at least one of them. The control runs (no defect; an engine that errors on the canary)
 //! must fail nothing.
 
-use crate::util::{bin, Report};
+use crate::util::{bin, InProcessGate, Report};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use mcp_gauntlet::lanes::WITNESS_POLICY;
-use mcp_gauntlet::witness::{self, Recorder, Witness, WitnessConfig};
+use mcp_gauntlet::witness;
 use reference_gate::canonical::Leniency;
-use reference_gate::config::{GateConfig, Server};
+use reference_gate::config::GateConfig;
 use reference_gate::forward::ConfiguredForwarder;
 use reference_gate::policy::{AgentActionRequest, Decision, Engine, EngineError, RuleEngine};
 use reference_gate::proxy::{Faults, Proxy};
@@ -45,36 +45,17 @@ fn policy() -> GateConfig {
 /// Start a witness and a gate with `faults` and `engine` in this process; run the gate profile
 /// against it through the CLI; return `transport id verdict` for every trial that did not pass.
 fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("witness.jsonl");
-    let recorder = Recorder::with_log(&log).unwrap();
-    let w = Arc::new(Witness::new(WitnessConfig::default(), recorder));
-    let (waddr, _w) = rt
-        .block_on(witness::http::spawn("127.0.0.1:0".parse().unwrap(), w))
-        .unwrap();
-    let mut cfg = policy();
-    cfg.servers.insert(
-        cfg.server.clone(),
-        Server::Url(format!("http://{waddr}/mcp")),
+    let gate = InProcessGate::start(
+        |_, _| {},
+        |cfg| {
+            let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
+            Arc::new(
+                Proxy::new(engine, forwarder, cfg.limits, cfg.errors, Tracer::none())
+                    .with_faults(faults),
+            )
+        },
     );
-    let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
-    let proxy =
-        Proxy::new(engine, forwarder, cfg.limits, cfg.errors, Tracer::none()).with_faults(faults);
-    let front = reference_gate::front::http::HttpFront::new(
-        Arc::new(proxy),
-        reference_gate::cli::http_settings(&cfg),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let gaddr = listener.local_addr().unwrap();
-    let _g = rt.spawn(reference_gate::front::http::serve(listener, front));
-
+    let (dir, gaddr, log) = (&gate.dir, gate.addr, &gate.witness_log);
     let report = dir.path().join("report.json");
     let out = std::process::Command::new(bin())
         .args([
@@ -85,7 +66,7 @@ fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
             &format!("http://{gaddr}/mcp"),
         ])
         .arg("--witness-log")
-        .arg(&log)
+        .arg(log)
         .arg("--report")
         .arg(&report)
         .output()

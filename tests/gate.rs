@@ -1,52 +1,30 @@
 //! The reference gate as a product: bearer tokens, decision traces, and its error table, through
 //! its own HTTP front (the catalogue covers the rest through the gate profile).
 
+use crate::util::InProcessGate;
 use mcp_gauntlet::lanes::WITNESS_POLICY;
-use mcp_gauntlet::witness::{self, Recorder, Witness, WitnessConfig};
-use reference_gate::config::{GateConfig, Server};
+use reference_gate::config::GateConfig;
 use std::io::{Read, Write};
-use std::sync::Arc;
 
 struct Running {
-    _rt: tokio::runtime::Runtime,
+    /// Keeps the witness and the gate running.
+    _gate: InProcessGate,
     addr: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
     trace: std::path::PathBuf,
 }
 
 fn start(edit: impl FnOnce(&mut GateConfig)) -> Running {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("trace.jsonl");
-    let w = Arc::new(Witness::new(WitnessConfig::default(), Recorder::default()));
-    let (waddr, _) = rt
-        .block_on(witness::http::spawn("127.0.0.1:0".parse().unwrap(), w))
-        .unwrap();
-    let mut cfg: GateConfig = serde_json::from_str(WITNESS_POLICY).unwrap();
-    cfg.servers.insert(
-        cfg.server.clone(),
-        Server::Url(format!("http://{waddr}/mcp")),
+    let gate = InProcessGate::start(
+        |cfg, dir| {
+            cfg.trace = Some(dir.join("trace.jsonl").display().to_string());
+            edit(cfg);
+        },
+        |cfg| reference_gate::cli::build_proxy(cfg).unwrap(),
     );
-    cfg.trace = Some(trace.display().to_string());
-    edit(&mut cfg);
-    let proxy = reference_gate::cli::build_proxy(&cfg).unwrap();
-    let front = reference_gate::front::http::HttpFront::new(
-        proxy,
-        reference_gate::cli::http_settings(&cfg),
-    );
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(reference_gate::front::http::serve(listener, front));
+    let (addr, trace) = (gate.addr, gate.dir.path().join("trace.jsonl"));
     Running {
-        _rt: rt,
+        _gate: gate,
         addr,
-        _dir: dir,
         trace,
     }
 }

@@ -87,6 +87,13 @@ pub struct Report {
     pub results: Vec<Trial>,
 }
 
+impl Report {
+    /// How many trials have this verdict.
+    pub fn count(&self, verdict: &str) -> usize {
+        self.results.iter().filter(|t| t.verdict == verdict).count()
+    }
+}
+
 /// Run `mcp-gauntlet run ARGS --report FILE` and return (exit code, report).
 pub fn run_with_report(args: &[&str], libtest: &[&str]) -> (i32, Report) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -129,5 +136,63 @@ pub fn check_snapshot(what: &str, path: &Path, got: &str) {
             g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
             w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
         );
+    }
+}
+
+/// A witness (logging to `witness_log`) and a reference gate in front of it, both served in this
+/// process until dropped. `edit` adjusts the witness policy config; `proxy` builds the gate's
+/// proxy from it (the configured one, or one with another engine or faults).
+pub struct InProcessGate {
+    _rt: tokio::runtime::Runtime,
+    pub dir: tempfile::TempDir,
+    pub addr: std::net::SocketAddr,
+    pub witness_log: PathBuf,
+}
+
+impl InProcessGate {
+    pub fn start(
+        edit: impl FnOnce(&mut reference_gate::config::GateConfig, &Path),
+        proxy: impl FnOnce(
+            &reference_gate::config::GateConfig,
+        ) -> std::sync::Arc<reference_gate::proxy::Proxy>,
+    ) -> InProcessGate {
+        use mcp_gauntlet::witness::{self, Recorder, Witness, WitnessConfig};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let witness_log = dir.path().join("witness.jsonl");
+        let w = std::sync::Arc::new(Witness::new(
+            WitnessConfig::default(),
+            Recorder::with_log(&witness_log).unwrap(),
+        ));
+        let (waddr, _) = rt
+            .block_on(witness::http::spawn("127.0.0.1:0".parse().unwrap(), w))
+            .unwrap();
+        let mut cfg: reference_gate::config::GateConfig =
+            serde_json::from_str(mcp_gauntlet::lanes::WITNESS_POLICY)
+                .expect("the witness policy parses");
+        cfg.servers.insert(
+            cfg.server.clone(),
+            reference_gate::config::Server::Url(format!("http://{waddr}/mcp")),
+        );
+        edit(&mut cfg, dir.path());
+        let front = reference_gate::front::http::HttpFront::new(
+            proxy(&cfg),
+            reference_gate::cli::http_settings(&cfg),
+        );
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(reference_gate::front::http::serve(listener, front));
+        InProcessGate {
+            _rt: rt,
+            dir,
+            addr,
+            witness_log,
+        }
     }
 }
