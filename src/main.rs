@@ -47,6 +47,9 @@ enum Command {
         /// Write the table to FILE instead of stdout.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Also write the matrix as a self-contained HTML page to FILE.
+        #[arg(long)]
+        html: Option<PathBuf>,
     },
     /// Print the JSON Schema of the case format (the same as cases/schema.json).
     Schema,
@@ -112,11 +115,12 @@ struct RunArgs {
     /// Write JUnit XML to FILE (one testcase per trial; failures carry the explanation).
     #[arg(long)]
     junit: Option<PathBuf>,
-    /// Known failures (JSON, format mcp-gauntlet-baseline/1): listed failures pass, unlisted
-    /// failures fail, listed cases that now pass fail as stale.
+    /// Known failures (format mcp-gauntlet-baseline/1; YAML when FILE ends in .yaml or .yml,
+    /// JSON otherwise): listed failures pass, unlisted failures fail, listed cases that now pass
+    /// fail as stale.
     #[arg(long)]
     baseline: Option<PathBuf>,
-    /// Write this run's failures as a baseline to FILE.
+    /// Write this run's failures as a baseline to FILE (YAML for .yaml/.yml, JSON otherwise).
     #[arg(long)]
     write_baseline: Option<PathBuf>,
     /// Run only shard K of N (1-based), e.g. `--shard 2/4`, to split a run across CI jobs.
@@ -182,7 +186,11 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
-        Command::Matrix { reports, output } => matrix(reports, output),
+        Command::Matrix {
+            reports,
+            output,
+            html,
+        } => matrix(reports, output, html),
         Command::Schema => {
             print!("{}", mcp_gauntlet::case::schema_json());
             Ok(exit::SUCCESS)
@@ -292,7 +300,11 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn matrix(reports: Vec<String>, output: Option<PathBuf>) -> anyhow::Result<u8> {
+fn matrix(
+    reports: Vec<String>,
+    output: Option<PathBuf>,
+    html: Option<PathBuf>,
+) -> anyhow::Result<u8> {
     use mcp_gauntlet::report::{self, ReportFile, REPORT_FORMAT};
     let mut loaded = Vec::new();
     for arg in reports {
@@ -312,7 +324,11 @@ fn matrix(reports: Vec<String>, output: Option<PathBuf>) -> anyhow::Result<u8> {
         );
         loaded.push((name.unwrap_or_else(|| r.target.clone()), r));
     }
-    let table = report::matrix(&loaded);
+    let m = report::Matrix::build(&loaded);
+    if let Some(p) = &html {
+        std::fs::write(p, m.html()).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    let table = m.markdown();
     match output {
         Some(p) => {
             std::fs::write(&p, table).with_context(|| format!("cannot write {}", p.display()))?

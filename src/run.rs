@@ -400,7 +400,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             format: report::baseline::BASELINE_FORMAT.into(),
             known_failures,
         };
-        write(path, b.to_json())?;
+        write(path, b.render_for(path))?;
     }
     Ok(RunOutcome {
         failed: conclusion.has_failed(),

@@ -256,3 +256,38 @@ fn schema_json_is_in_step_with_the_code() {
         "unknown keys are refused"
     );
 }
+
+#[test]
+fn committed_peer_baselines_parse_and_name_real_cases_with_reasons() {
+    use mcp_gauntlet::report::baseline::Baseline;
+    let cat = Catalogue::embedded().expect("every case file is valid");
+    let ids: BTreeSet<&str> = cat.cases.iter().map(|c| c.id.as_str()).collect();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/peers");
+    let mut seen = 0;
+    for peer in std::fs::read_dir(&root).unwrap() {
+        let peer = peer.unwrap().path();
+        if !peer.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&peer).unwrap() {
+            let f = f.unwrap().path();
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            if !name.starts_with("baseline-") {
+                continue;
+            }
+            seen += 1;
+            let b = Baseline::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            for k in &b.known_failures {
+                assert!(ids.contains(k.id.as_str()), "{}: unknown case {}", f.display(), k.id);
+                // A reason says what is wrong in words, not only the evidence the runner printed.
+                assert!(
+                    !k.reason.starts_with('[') && k.reason.len() > 40,
+                    "{}: {} has no reason of its own",
+                    f.display(),
+                    k.id
+                );
+            }
+        }
+    }
+    assert!(seen >= 6, "only {seen} peer baselines");
+}

@@ -114,6 +114,49 @@ fn baselines_pass_known_failures_and_fail_regressions_and_stale_entries() {
 }
 
 #[test]
+fn yaml_baselines_work_like_json_ones() {
+    let broken = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("baseline.yaml");
+    let b = base.to_str().unwrap();
+    assert_eq!(
+        run(&["--http", &broken.url, "--write-baseline", b, "--", "batch/"]),
+        i32::from(exit::CASES_FAILED)
+    );
+    let text = std::fs::read_to_string(&base).unwrap();
+    assert!(text.contains("known_failures:") && !text.trim_start().starts_with('{'));
+    assert_eq!(
+        run(&["--http", &broken.url, "--baseline", b, "--", "batch/"]),
+        i32::from(exit::SUCCESS)
+    );
+    // Drop the first entry (its three lines): that failure is a regression again.
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines.iter().position(|l| l.starts_with("- id:")).unwrap();
+    let next = first
+        + 1
+        + lines[first + 1..]
+            .iter()
+            .position(|l| l.starts_with("- id:"))
+            .unwrap();
+    let shorter: Vec<&str> = lines[..first]
+        .iter()
+        .chain(&lines[next..])
+        .copied()
+        .collect();
+    std::fs::write(&base, shorter.join("\n")).unwrap();
+    assert_eq!(
+        run(&["--http", &broken.url, "--baseline", b, "--", "batch/"]),
+        i32::from(exit::CASES_FAILED)
+    );
+    // A malformed YAML baseline is a setup error.
+    std::fs::write(&base, "known_failures: [ {id: a, reasn: typo} ]\n").unwrap();
+    assert_eq!(
+        run(&["--http", &broken.url, "--baseline", b]),
+        i32::from(exit::SETUP_FAILED)
+    );
+}
+
+#[test]
 fn shards_split_a_run_without_overlap() {
     let w = HttpWitness::start(&[], None);
     let ran = |shard: &str| -> BTreeSet<String> {
@@ -152,11 +195,14 @@ fn matrix_renders_reports_side_by_side() {
         "--",
         "batch/",
     ]);
+    let html = dir.path().join("m.html");
     let out = Command::new(bin())
         .args([
             "matrix",
             &format!("good={}", g.display()),
             &format!("batching={}", b.display()),
+            "--html",
+            html.to_str().unwrap(),
         ])
         .output()
         .unwrap();
@@ -172,6 +218,16 @@ fn matrix_renders_reports_side_by_side() {
         .find(|l| l.contains("batch/one-ping-in-array"))
         .unwrap();
     assert!(row.ends_with("| pass | **FAIL** |"), "{row}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<th>good</th><th>batching</th>"));
+    let row = page
+        .lines()
+        .find(|l| l.contains("batch/one-ping-in-array"))
+        .unwrap();
+    assert!(
+        row.ends_with("<td class=\"pass\">pass</td><td class=\"FAIL\">FAIL</td></tr>"),
+        "{row}"
+    );
 }
 
 /// A server that echoes request headers into its answers: the `--header` value must not appear

@@ -60,21 +60,36 @@ pub enum BaselineError {
 }
 
 impl Baseline {
+    /// Reads a baseline: YAML when the file name ends in `.yaml` or `.yml`, JSON otherwise.
     pub fn load(path: &Path) -> Result<Baseline, BaselineError> {
         let display = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| BaselineError::Read {
             path: display.clone(),
             source,
         })?;
-        let b: Baseline = serde_json::from_str(&text).map_err(|e| BaselineError::Parse {
-            path: display.clone(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
+        Baseline::parse(&text, is_yaml(path), &display)
+    }
+
+    /// Parses a baseline from text; `path` only names it in errors.
+    pub fn parse(text: &str, yaml: bool, path: &str) -> Result<Baseline, BaselineError> {
+        let parse_error = |line: usize, column: usize, message: String| BaselineError::Parse {
+            path: path.to_string(),
+            line,
+            column,
+            message,
+        };
+        let b: Baseline = if yaml {
+            yaml_serde::from_str(text).map_err(|e| {
+                let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+                parse_error(line, column, e.to_string())
+            })?
+        } else {
+            serde_json::from_str(text)
+                .map_err(|e| parse_error(e.line(), e.column(), e.to_string()))?
+        };
         if b.format != BASELINE_FORMAT {
             return Err(BaselineError::Format {
-                path: display,
+                path: path.to_string(),
                 format: b.format,
             });
         }
@@ -93,6 +108,32 @@ impl Baseline {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
+
+    /// The baseline as YAML, with a header comment saying what it is.
+    pub fn to_yaml(&self) -> String {
+        let body = yaml_serde::to_string(self).unwrap_or_default();
+        format!("# mcp-gauntlet baseline: known failures, each with the reason it fails.\n{body}")
+    }
+
+    /// The baseline in the format its file name asks for (see [`Baseline::load`]).
+    pub fn render_for(&self, path: &Path) -> String {
+        if is_yaml(path) {
+            self.to_yaml()
+        } else {
+            self.to_json()
+        }
+    }
+}
+
+/// Whether `path` names a YAML file.
+pub fn is_yaml(path: &Path) -> bool {
+    matches!(
+        path.extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("yaml" | "yml")
+    )
 }
 
 #[cfg(test)]
@@ -122,5 +163,34 @@ mod tests {
         assert!(b.lists("b", TransportKind::Http, Profile::Server));
         assert!(!b.lists("b", TransportKind::Stdio, Profile::Server));
         assert!(!b.lists("c", TransportKind::Http, Profile::Server));
+    }
+
+    #[test]
+    fn yaml_and_json_read_the_same_and_round_trip() {
+        let json = r#"{"format":"mcp-gauntlet-baseline/1","known_failures":[
+            {"id":"batch/empty-array","transport":"http","reason":"answers 415"},
+            {"id":"stdio/bare-cr","reason":"splits lines"}]}"#;
+        let yaml = "format: mcp-gauntlet-baseline/1\nknown_failures:\n  - id: batch/empty-array\n    transport: http\n    reason: answers 415\n  - id: stdio/bare-cr\n    reason: splits lines\n";
+        let a = Baseline::parse(json, false, "b.json").unwrap();
+        let b = Baseline::parse(yaml, true, "b.yaml").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(Baseline::parse(&a.to_yaml(), true, "x.yml").unwrap(), a);
+        assert_eq!(Baseline::parse(&a.to_json(), false, "x.json").unwrap(), a);
+        assert!(is_yaml(Path::new("a/b.YML")) && !is_yaml(Path::new("b.json")));
+    }
+
+    #[test]
+    fn yaml_errors_are_typed_with_a_position() {
+        let unknown_key =
+            "format: mcp-gauntlet-baseline/1\nknown_failures:\n  - id: a\n    reasn: typo\n";
+        match Baseline::parse(unknown_key, true, "b.yaml") {
+            Err(BaselineError::Parse { line, .. }) => assert_eq!(line, 4),
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+        let wrong_format = "format: other/9\nknown_failures: []\n";
+        assert!(matches!(
+            Baseline::parse(wrong_format, true, "b.yaml"),
+            Err(BaselineError::Format { .. })
+        ));
     }
 }

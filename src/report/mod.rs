@@ -271,67 +271,188 @@ pub struct ReportRow {
     pub requirements: Vec<String>,
 }
 
-/// One markdown table of several reports: a row per (lane, case), a column per report, and a
-/// summary row per report first.
-pub fn matrix(reports: &[(String, ReportFile)]) -> String {
-    let mut keys: Vec<(String, String, Vec<String>)> = Vec::new();
-    for (_, r) in reports {
-        for row in &r.results {
-            let lane = match row.profile {
-                Profile::Server => row.transport.as_str().to_string(),
-                Profile::Gate => format!("gate/{}", row.transport.as_str()),
-            };
-            if !keys.iter().any(|(l, id, _)| *l == lane && *id == row.id) {
-                keys.push((lane, row.id.clone(), row.requirements.clone()));
+/// One cell of the matrix: what a target did with a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cell {
+    Pass,
+    Fail,
+    Warn,
+    Known,
+    Skip,
+    /// The target's report has no such row (the case does not apply to it).
+    Absent,
+}
+
+impl Cell {
+    fn from_verdict(v: &str) -> Cell {
+        match v {
+            "pass" => Cell::Pass,
+            "fail" | "stale" => Cell::Fail,
+            "warn" => Cell::Warn,
+            "known" => Cell::Known,
+            _ => Cell::Skip,
+        }
+    }
+    fn markdown(self) -> &'static str {
+        match self {
+            Cell::Pass => "pass",
+            Cell::Fail => "**FAIL**",
+            Cell::Warn => "warn",
+            Cell::Known => "known",
+            Cell::Skip => "-",
+            Cell::Absent => "",
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Cell::Pass => "pass",
+            Cell::Fail => "FAIL",
+            Cell::Warn => "warn",
+            Cell::Known => "known",
+            Cell::Skip => "-",
+            Cell::Absent => "",
+        }
+    }
+}
+
+/// Cases by target: one row per (lane, case), one column per report.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    pub columns: Vec<String>,
+    /// Per column: pass, fail (with stale), warn, known.
+    pub summary: Vec<[usize; 4]>,
+    pub rows: Vec<MatrixRow>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MatrixRow {
+    /// `http`, `stdio`, `gate/http` or `gate/stdio`.
+    pub lane: String,
+    pub id: String,
+    pub requirements: Vec<String>,
+    pub cells: Vec<Cell>,
+}
+
+fn lane_of(row: &ReportRow) -> String {
+    match row.profile {
+        Profile::Server => row.transport.as_str().to_string(),
+        Profile::Gate => format!("gate/{}", row.transport.as_str()),
+    }
+}
+
+impl Matrix {
+    pub fn build(reports: &[(String, ReportFile)]) -> Matrix {
+        let mut index: std::collections::BTreeMap<(String, String), MatrixRow> = Default::default();
+        for (col, (_, r)) in reports.iter().enumerate() {
+            for row in &r.results {
+                let lane = lane_of(row);
+                let entry = index
+                    .entry((lane.clone(), row.id.clone()))
+                    .or_insert_with(|| MatrixRow {
+                        lane,
+                        id: row.id.clone(),
+                        requirements: row.requirements.clone(),
+                        cells: vec![Cell::Absent; reports.len()],
+                    });
+                entry.cells[col] = Cell::from_verdict(&row.verdict);
             }
         }
+        let summary = reports
+            .iter()
+            .map(|(_, r)| {
+                let n = |v: &str| r.results.iter().filter(|x| x.verdict == v).count();
+                [n("pass"), n("fail") + n("stale"), n("warn"), n("known")]
+            })
+            .collect();
+        Matrix {
+            columns: reports.iter().map(|(n, _)| n.clone()).collect(),
+            summary,
+            rows: index.into_values().collect(),
+        }
     }
-    keys.sort();
-    let mut out = String::from("| case | requirements |");
-    for (name, _) in reports {
-        out.push_str(&format!(" {} |", name.replace('|', "/")));
-    }
-    out.push_str("\n|---|---|");
-    for _ in reports {
-        out.push_str("---|");
-    }
-    out.push_str("\n| **summary** (pass / fail / warn / known) | |");
-    for (_, r) in reports {
-        let n = |v: &str| r.results.iter().filter(|x| x.verdict == v).count();
-        out.push_str(&format!(
-            " {} / {} / {} / {} |",
-            n("pass"),
-            n("fail") + n("stale"),
-            n("warn"),
-            n("known")
-        ));
-    }
-    out.push('\n');
-    for (lane, id, reqs) in keys {
-        out.push_str(&format!("| [{lane}] {id} | {} |", reqs.join(", ")));
-        for (_, r) in reports {
-            let cell = r
-                .results
-                .iter()
-                .find(|x| {
-                    x.id == id && {
-                        let l = match x.profile {
-                            Profile::Server => x.transport.as_str().to_string(),
-                            Profile::Gate => format!("gate/{}", x.transport.as_str()),
-                        };
-                        l == lane
-                    }
-                })
-                .map_or("", |x| match x.verdict.as_str() {
-                    "pass" => "pass",
-                    "fail" | "stale" => "**FAIL**",
-                    "warn" => "warn",
-                    "known" => "known",
-                    _ => "-",
-                });
-            out.push_str(&format!(" {cell} |"));
+
+    /// A markdown table with a summary row first.
+    pub fn markdown(&self) -> String {
+        let mut out = String::from("| case | requirements |");
+        for name in &self.columns {
+            out.push_str(&format!(" {} |", name.replace('|', "/")));
+        }
+        out.push_str("\n|---|---|");
+        for _ in &self.columns {
+            out.push_str("---|");
+        }
+        out.push_str("\n| **summary** (pass / fail / warn / known) | |");
+        for [p, f, w, k] in &self.summary {
+            out.push_str(&format!(" {p} / {f} / {w} / {k} |"));
         }
         out.push('\n');
+        for row in &self.rows {
+            out.push_str(&format!(
+                "| [{}] {} | {} |",
+                row.lane,
+                row.id,
+                row.requirements.join(", ")
+            ));
+            for c in &row.cells {
+                out.push_str(&format!(" {} |", c.markdown()));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A self-contained HTML page: the same table, coloured, with a sticky header.
+    pub fn html(&self) -> String {
+        let mut out = String::from(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>mcp-gauntlet matrix</title>\n<style>\n\
+             body{font:13px system-ui,sans-serif;margin:1em}table{border-collapse:collapse}\n\
+             th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}thead th{position:sticky;top:0;background:#f4f4f4}\n\
+             td.pass{background:#dff0d8}td.FAIL{background:#f2a0a0;font-weight:bold}td.warn{background:#fcf3c8}\n\
+             td.known{background:#f6d5b0}td.req{color:#555;font-size:11px}\n</style></head><body>\n\
+             <table>\n<thead><tr><th>case</th><th>requirements</th>",
+        );
+        for name in &self.columns {
+            out.push_str(&format!("<th>{}</th>", html_escape(name)));
+        }
+        out.push_str("</tr>\n<tr><th>summary</th><th>pass / fail / warn / known</th>");
+        for [p, f, w, k] in &self.summary {
+            out.push_str(&format!("<th>{p} / {f} / {w} / {k}</th>"));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for row in &self.rows {
+            out.push_str(&format!(
+                "<tr><td>[{}] {}</td><td class=\"req\">{}</td>",
+                html_escape(&row.lane),
+                html_escape(&row.id),
+                html_escape(&row.requirements.join(", "))
+            ));
+            for c in &row.cells {
+                let w = c.word();
+                out.push_str(&format!("<td class=\"{w}\">{w}</td>"));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody></table>\n</body></html>\n");
+        out
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
     }
     out
+}
+
+/// The matrix as a markdown table (see [`Matrix`]).
+pub fn matrix(reports: &[(String, ReportFile)]) -> String {
+    Matrix::build(reports).markdown()
 }
