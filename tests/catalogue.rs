@@ -278,7 +278,12 @@ fn committed_peer_baselines_parse_and_name_real_cases_with_reasons() {
             seen += 1;
             let b = Baseline::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             for k in &b.known_failures {
-                assert!(ids.contains(k.id.as_str()), "{}: unknown case {}", f.display(), k.id);
+                assert!(
+                    ids.contains(k.id.as_str()),
+                    "{}: unknown case {}",
+                    f.display(),
+                    k.id
+                );
                 // A reason says what is wrong in words, not only the evidence the runner printed.
                 assert!(
                     !k.reason.starts_with('[') && k.reason.len() > 40,
