@@ -3,10 +3,10 @@
 //! ends.
 
 use crate::case::{Profile, TransportKind};
-use crate::run::RunError;
+use crate::run::{RunError, Target};
 use crate::transport::exchange::Endpoint;
 use crate::transport::http::HttpUrl;
-use crate::witness::{self, Recorder, Witness, WitnessConfig, WitnessView};
+use crate::witness::{self, Personality, Recorder, Witness, WitnessConfig, WitnessView};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +25,36 @@ pub struct Lane {
     pub endpoint: Endpoint,
     /// Where the runner reads what reached the witness, when it is shared by the lane's cases.
     pub witness: Option<WitnessView>,
+    /// The personality of the runner's witness behind a gate, when not strict.
+    pub downstream: Option<Personality>,
+    /// Only cases whose id starts with one of these (all cases when empty).
+    pub families: Vec<&'static str>,
+}
+
+/// The case family a gate runs against every downstream personality: wrapped denied calls.
+pub const PERSONALITY_FAMILIES: &[&str] = &["smuggling/"];
+
+impl Lane {
+    /// Whether this lane runs the case `id`.
+    pub fn takes(&self, id: &str) -> bool {
+        self.families.is_empty() || self.families.iter().any(|f| id.starts_with(f))
+    }
+
+    /// The downstream personality's name, for reports.
+    pub fn downstream_name(&self) -> Option<String> {
+        self.downstream.map(|p| p.as_str().to_string())
+    }
+
+    /// This lane in front of a witness of `personality`: its kind says so, and it runs only the
+    /// wrapped-denied family.
+    fn behind(mut self, personality: Personality) -> Lane {
+        if personality != Personality::Strict {
+            self.kind = format!("{}@{}", self.kind, personality.as_str());
+            self.downstream = Some(personality);
+            self.families = PERSONALITY_FAMILIES.to_vec();
+        }
+        self
+    }
 }
 
 /// Things a run keeps alive: child processes (killed on drop) and server tasks.
@@ -54,9 +84,17 @@ fn kind(transport: TransportKind, profile: Profile) -> String {
 }
 
 /// A witness served in-process over HTTP, and its record.
-fn start_witness(rt: &Runtime, keep: &mut Keep) -> Result<(HttpUrl, Recorder), RunError> {
+fn start_witness(
+    rt: &Runtime,
+    keep: &mut Keep,
+    personality: Personality,
+) -> Result<(HttpUrl, Recorder), RunError> {
     let recorder = Recorder::default();
-    let w = Arc::new(Witness::new(WitnessConfig::default(), recorder.clone()));
+    let config = WitnessConfig {
+        personality,
+        ..WitnessConfig::default()
+    };
+    let w = Arc::new(Witness::new(config, recorder.clone()));
     let addr = "127.0.0.1:0"
         .parse()
         .map_err(|_| RunError::Setup(std::io::Error::other("address")))?;
@@ -71,44 +109,64 @@ fn start_witness(rt: &Runtime, keep: &mut Keep) -> Result<(HttpUrl, Recorder), R
 }
 
 /// The stdio witness command with a per-case `{witness_log}`.
-fn stdio_witness_command(exe: &Path) -> String {
+fn stdio_witness_command(exe: &Path, personality: Personality) -> String {
     format!(
-        "{} witness --stdio --log {{witness_log}}",
-        shell_words::quote(&exe.to_string_lossy())
+        "{} witness --stdio --personality {} --log {{witness_log}}",
+        shell_words::quote(&exe.to_string_lossy()),
+        personality.as_str()
     )
 }
 
 /// The lanes of the embedded default: the witness alone (server profile) and the reference gate
-/// in front of a witness (gate profile), each over HTTP and stdio.
+/// in front of a witness (gate profile), each over HTTP and stdio; then the gate again in front
+/// of each lenient personality of the witness, for the wrapped-denied family.
 pub fn embedded(
     rt: &Runtime,
     exe: &Path,
     tmp: &Path,
     keep: &mut Keep,
 ) -> Result<Vec<Lane>, RunError> {
-    let (witness_url, witness_record) = start_witness(rt, keep)?;
+    let (witness_url, witness_record) = start_witness(rt, keep, Personality::Strict)?;
     let mut lanes = vec![
-        Lane {
-            transport: TransportKind::Http,
-            profile: Profile::Server,
-            kind: kind(TransportKind::Http, Profile::Server),
-            endpoint: Endpoint::Http(witness_url),
-            witness: Some(WitnessView::Memory(witness_record)),
-        },
-        Lane {
-            transport: TransportKind::Stdio,
-            profile: Profile::Server,
-            kind: kind(TransportKind::Stdio, Profile::Server),
-            endpoint: Endpoint::Stdio {
-                command: stdio_witness_command(exe),
+        plain_lane(
+            TransportKind::Http,
+            Profile::Server,
+            Endpoint::Http(witness_url),
+            Some(WitnessView::Memory(witness_record)),
+        ),
+        plain_lane(
+            TransportKind::Stdio,
+            Profile::Server,
+            Endpoint::Stdio {
+                command: stdio_witness_command(exe, Personality::Strict),
                 log_dir: Some(tmp.to_path_buf()),
             },
-            witness: None,
-        },
+            None,
+        ),
     ];
+    // The gate over stdio, as this binary's `reference-gate` command, started per case in front
+    // of a stdio witness that logs where the runner reads it.
+    let config_path = tmp.join("gate-config.json");
+    std::fs::write(&config_path, WITNESS_POLICY).map_err(RunError::Setup)?;
+    let template = format!(
+        "{} reference-gate --config {} --stdio --downstream-cmd {{downstream_cmd}}",
+        shell_words::quote(&exe.to_string_lossy()),
+        shell_words::quote(&config_path.to_string_lossy()),
+    );
+    for p in Personality::ALL {
+        lanes.push(in_process_gate(rt, keep, p)?);
+        lanes.push(gate_stdio_lane(&template, exe, tmp, p));
+    }
+    Ok(lanes)
+}
 
-    // The gate in-process over HTTP, in front of its own witness.
-    let (downstream, record) = start_witness(rt, keep)?;
+/// The reference gate in-process over HTTP, in front of its own in-process witness.
+fn in_process_gate(
+    rt: &Runtime,
+    keep: &mut Keep,
+    personality: Personality,
+) -> Result<Lane, RunError> {
+    let (downstream, record) = start_witness(rt, keep, personality)?;
     let mut cfg: reference_gate::config::GateConfig = serde_json::from_str(WITNESS_POLICY)
         .map_err(|e| RunError::Setup(std::io::Error::other(e)))?;
     cfg.servers.insert(
@@ -127,52 +185,47 @@ pub fn embedded(
     let addr = listener.local_addr().map_err(RunError::Witness)?;
     keep.tasks
         .push(rt.spawn(reference_gate::front::http::serve(listener, front)));
-    lanes.push(Lane {
-        transport: TransportKind::Http,
-        profile: Profile::Gate,
-        kind: kind(TransportKind::Http, Profile::Gate),
-        endpoint: Endpoint::Http(HttpUrl::parse(&format!(
+    Ok(plain_lane(
+        TransportKind::Http,
+        Profile::Gate,
+        Endpoint::Http(HttpUrl::parse(&format!(
             "http://{addr}{}",
             reference_gate::front::http::PATH
         ))?),
-        witness: Some(WitnessView::Memory(record)),
-    });
-
-    // The gate over stdio, as this binary's `reference-gate` command, started per case in front
-    // of a stdio witness that logs where the runner reads it.
-    let config_path = tmp.join("gate-config.json");
-    std::fs::write(&config_path, WITNESS_POLICY).map_err(RunError::Setup)?;
-    let template = format!(
-        "{} reference-gate --config {} --stdio --downstream-cmd {{downstream_cmd}}",
-        shell_words::quote(&exe.to_string_lossy()),
-        shell_words::quote(&config_path.to_string_lossy()),
-    );
-    lanes.push(gate_stdio_lane(&template, exe, tmp));
-    Ok(lanes)
+        Some(WitnessView::Memory(record)),
+    )
+    .behind(personality))
 }
 
-/// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness logging per case.
-pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path) -> Lane {
+/// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness of `personality`
+/// logging per case.
+pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Personality) -> Lane {
     let command = template.replace(
         "{downstream_cmd}",
-        &shell_words::quote(&stdio_witness_command(exe)),
+        &shell_words::quote(&stdio_witness_command(exe, personality)),
     );
-    Lane {
-        transport: TransportKind::Stdio,
-        profile: Profile::Gate,
-        kind: kind(TransportKind::Stdio, Profile::Gate),
-        endpoint: Endpoint::Stdio {
+    plain_lane(
+        TransportKind::Stdio,
+        Profile::Gate,
+        Endpoint::Stdio {
             command,
             log_dir: Some(tmp.to_path_buf()),
         },
-        witness: None,
-    }
+        None,
+    )
+    .behind(personality)
 }
 
-/// An HTTP gate the runner starts: `{downstream_url}` is an in-process witness, `{port}` a free
-/// loopback port where the gate must serve `/mcp`. Waits (bounded) until the port accepts.
-pub fn gate_http_lane(template: &str, rt: &Runtime, keep: &mut Keep) -> Result<Lane, RunError> {
-    let (downstream, record) = start_witness(rt, keep)?;
+/// An HTTP gate the runner starts: `{downstream_url}` is an in-process witness of
+/// `personality`, `{port}` a free loopback port where the gate must serve `/mcp`. Waits
+/// (bounded) until the port accepts.
+pub fn gate_http_lane(
+    template: &str,
+    rt: &Runtime,
+    keep: &mut Keep,
+    personality: Personality,
+) -> Result<Lane, RunError> {
+    let (downstream, record) = start_witness(rt, keep, personality)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(RunError::Setup)?
@@ -199,13 +252,13 @@ pub fn gate_http_lane(template: &str, rt: &Runtime, keep: &mut Keep) -> Result<L
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(Lane {
-        transport: TransportKind::Http,
-        profile: Profile::Gate,
-        kind: kind(TransportKind::Http, Profile::Gate),
-        endpoint: Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp"))?),
-        witness: Some(WitnessView::Memory(record)),
-    })
+    Ok(plain_lane(
+        TransportKind::Http,
+        Profile::Gate,
+        Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp"))?),
+        Some(WitnessView::Memory(record)),
+    )
+    .behind(personality))
 }
 
 /// A plain HTTP or stdio target.
@@ -221,6 +274,8 @@ pub fn plain_lane(
         kind: kind(transport, profile),
         endpoint,
         witness,
+        downstream: None,
+        families: Vec::new(),
     }
 }
 
@@ -230,4 +285,67 @@ pub fn self_exe(given: Option<&PathBuf>) -> Result<PathBuf, RunError> {
         Some(p) => Ok(p.clone()),
         None => std::env::current_exe().map_err(RunError::Setup),
     }
+}
+
+/// The lanes a target resolves to, and the target's name for reports.
+pub fn resolve(
+    target: &Target,
+    profile: Profile,
+    rt: &Runtime,
+    tmp: &Path,
+    keep: &mut Keep,
+    exe: Option<&PathBuf>,
+) -> Result<(Vec<Lane>, String), RunError> {
+    Ok(match target {
+        Target::Http { url, witness_log } => {
+            let url = HttpUrl::parse(url)?;
+            let witness = witness_log
+                .as_ref()
+                .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
+            let name = url.to_url();
+            (
+                vec![plain_lane(
+                    TransportKind::Http,
+                    profile,
+                    Endpoint::Http(url),
+                    witness,
+                )],
+                name,
+            )
+        }
+        Target::Stdio { command } => {
+            let endpoint = Endpoint::Stdio {
+                command: command.clone(),
+                log_dir: None,
+            };
+            (
+                vec![plain_lane(TransportKind::Stdio, profile, endpoint, None)],
+                format!("stdio: {command}"),
+            )
+        }
+        Target::Gate { command } => (
+            Personality::ALL
+                .into_iter()
+                .map(|p| gate_http_lane(command, rt, keep, p))
+                .collect::<Result<Vec<_>, _>>()?,
+            format!("gate: {command}"),
+        ),
+        Target::GateStdio { command } => {
+            let exe = self_exe(exe)?;
+            (
+                Personality::ALL
+                    .into_iter()
+                    .map(|p| gate_stdio_lane(command, &exe, tmp, p))
+                    .collect(),
+                format!("gate (stdio): {command}"),
+            )
+        }
+        Target::Embedded => {
+            let exe = self_exe(exe)?;
+            (
+                embedded(rt, &exe, tmp, keep)?,
+                "embedded: witness (server profile) and reference gate (gate profile)".to_string(),
+            )
+        }
+    })
 }

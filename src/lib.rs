@@ -7,6 +7,7 @@
 
 pub mod case;
 pub mod exit;
+pub mod fuzz;
 pub mod lanes;
 pub mod report;
 pub mod run;

@@ -6,7 +6,7 @@ use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
 use mcp_gauntlet::transport::exchange::Settings;
-use mcp_gauntlet::witness::{self, Broken, Recorder, Witness, WitnessConfig};
+use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,6 +31,9 @@ struct Cli {
 enum Command {
     /// Run the catalogue against a target (no target: the embedded default). libtest flags go after `--`.
     Run(Box<RunArgs>),
+    /// Fuzz a target live: smuggled denied calls generated from a seed, judged by the catalogue's
+    /// oracles; failures shrunk and saved as case files (`--save DIR`, replay with `run --cases DIR`).
+    Fuzz(Box<FuzzArgs>),
     /// Run the witness: a strict, recording MCP server.
     Witness(WitnessArgs),
     /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
@@ -58,6 +61,52 @@ enum Command {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
+}
+
+#[derive(Args, Debug)]
+struct FuzzArgs {
+    /// A running Streamable HTTP endpoint.
+    #[arg(long, conflicts_with_all = ["stdio", "gate", "gate_stdio"])]
+    http: Option<String>,
+    /// A stdio server command (started afresh per input).
+    #[arg(long, conflicts_with_all = ["gate", "gate_stdio"])]
+    stdio: Option<String>,
+    /// An HTTP gate to start in front of the runner's witness (`{downstream_url}`, `{port}`).
+    #[arg(long, conflicts_with = "gate_stdio")]
+    gate: Option<String>,
+    /// A stdio gate to start per input (`{downstream_cmd}`).
+    #[arg(long)]
+    gate_stdio: Option<String>,
+    /// The JSON-lines log of the witness behind an --http gate.
+    #[arg(long, requires = "http")]
+    witness_log: Option<PathBuf>,
+    /// The profile for --http/--stdio: `server` or `gate` (gate targets are always `gate`).
+    #[arg(long, default_value = "server", value_parser = parse_profile)]
+    profile: Profile,
+    /// The generator's seed (printed, so any run can be repeated); random when absent.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Stop after N inputs (default 1000 when --time is not given either).
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Stop after S seconds.
+    #[arg(long)]
+    time: Option<u64>,
+    /// Stop after N distinct findings.
+    #[arg(long, default_value_t = 10)]
+    max_findings: usize,
+    /// Write each shrunk failure as a case file under DIR.
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// The protocol version to ask for in initialize.
+    #[arg(long, default_value = "2025-11-25")]
+    spec: String,
+    /// Seconds one input may take.
+    #[arg(long, default_value_t = 10)]
+    case_timeout: u64,
+    /// stdio: milliseconds to wait for a late answer after the barrier ping.
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -148,6 +197,9 @@ struct WitnessArgs {
     /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     broken: Vec<Broken>,
+    /// How it reads ambiguous JSON: like the downstream servers a gate sits in front of.
+    #[arg(long, value_enum, default_value_t = Personality::Strict)]
+    personality: Personality,
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -191,6 +243,7 @@ fn main() -> ExitCode {
             output,
             html,
         } => matrix(reports, output, html),
+        Command::Fuzz(args) => fuzz_command(*args),
         Command::Schema => {
             print!("{}", mcp_gauntlet::case::schema_json());
             Ok(exit::SUCCESS)
@@ -208,6 +261,59 @@ fn main() -> ExitCode {
             ExitCode::from(exit::SETUP_FAILED)
         }
     }
+}
+
+fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
+    use mcp_gauntlet::fuzz::live::{fuzz, FuzzOptions};
+    let mut profile = args.profile;
+    let target = if let Some(url) = args.http {
+        Target::Http {
+            url,
+            witness_log: args.witness_log,
+        }
+    } else if let Some(command) = args.stdio {
+        Target::Stdio { command }
+    } else if let Some(command) = args.gate {
+        profile = Profile::Gate;
+        Target::Gate { command }
+    } else if let Some(command) = args.gate_stdio {
+        profile = Profile::Gate;
+        Target::GateStdio { command }
+    } else {
+        Target::Embedded
+    };
+    let outcome = fuzz(FuzzOptions {
+        target,
+        profile,
+        seed: args.seed,
+        iterations: args.iterations,
+        time: args.time.map(Duration::from_secs),
+        max_findings: args.max_findings.max(1),
+        save: args.save,
+        settings: Settings {
+            spec_version: args.spec,
+            case_timeout: Duration::from_secs(args.case_timeout.max(1)),
+            probe_timeout: Duration::from_secs(args.case_timeout.clamp(1, 5)),
+            settle: Duration::from_millis(args.settle_ms),
+            ..Settings::default()
+        },
+        self_exe: None,
+        progress: true,
+    })?;
+    for f in &outcome.findings {
+        println!("finding on [{}]: {:?}", f.lane, f.model);
+        if let Some(p) = &f.saved {
+            println!("  saved as {}", p.display());
+        }
+        for line in f.explanation.lines() {
+            println!("  {line}");
+        }
+    }
+    Ok(if outcome.findings.is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::CASES_FAILED
+    })
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
@@ -269,6 +375,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
     let config = WitnessConfig {
         broken: args.broken.into_iter().collect(),
         sse: args.sse,
+        personality: args.personality,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1,13 +1,11 @@
 //! One invocation of `mcp-gauntlet run`: resolve the target, turn (case, transport) pairs into
 //! libtest trials, run them, and write the reports.
 
-use crate::case::{Catalogue, Profile, TransportKind};
+use crate::case::{Catalogue, Profile};
 use crate::lanes::{self, Keep};
 use crate::report::{self, Collector, Record, RunInfo};
-use crate::transport::exchange::{self, Endpoint, Settings};
-use crate::transport::http::HttpUrl;
+use crate::transport::exchange::{self, Settings};
 use crate::verdict::{self, Context, Status};
-use crate::witness::{self, WitnessView};
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -159,57 +157,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     // Held until the run ends: per-case witness logs, child processes, server tasks.
     let tmp = tempfile_dir()?;
     let mut keep = Keep::default();
-    let (lanes, target_name) = match &opts.target {
-        Target::Http { url, witness_log } => {
-            let url = HttpUrl::parse(url)?;
-            let witness = witness_log
-                .as_ref()
-                .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
-            let name = url.to_url();
-            (
-                vec![lanes::plain_lane(
-                    TransportKind::Http,
-                    opts.profile,
-                    Endpoint::Http(url),
-                    witness,
-                )],
-                name,
-            )
-        }
-        Target::Stdio { command } => {
-            let endpoint = Endpoint::Stdio {
-                command: command.clone(),
-                log_dir: None,
-            };
-            (
-                vec![lanes::plain_lane(
-                    TransportKind::Stdio,
-                    opts.profile,
-                    endpoint,
-                    None,
-                )],
-                format!("stdio: {command}"),
-            )
-        }
-        Target::Gate { command } => (
-            vec![lanes::gate_http_lane(command, &rt, &mut keep)?],
-            format!("gate: {command}"),
-        ),
-        Target::GateStdio { command } => {
-            let exe = lanes::self_exe(opts.self_exe.as_ref())?;
-            (
-                vec![lanes::gate_stdio_lane(command, &exe, &tmp.0)],
-                format!("gate (stdio): {command}"),
-            )
-        }
-        Target::Embedded => {
-            let exe = lanes::self_exe(opts.self_exe.as_ref())?;
-            (
-                lanes::embedded(&rt, &exe, &tmp.0, &mut keep)?,
-                "embedded: witness (server profile) and reference gate (gate profile)".to_string(),
-            )
-        }
-    };
+    let (lanes, target_name) = lanes::resolve(
+        &opts.target,
+        opts.profile,
+        &rt,
+        &tmp.0,
+        &mut keep,
+        opts.self_exe.as_ref(),
+    )?;
 
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(report::baseline::Baseline::load(p)?)),
@@ -229,6 +184,11 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                     continue;
                 }
             }
+            // A lane for one family only (a gate in front of a lenient downstream) lists no
+            // other cases, not even as ignored.
+            if !lane.takes(&case.id) {
+                continue;
+            }
             let applies = case.applies_to_transport(lane.transport)
                 && case.applies_to_profile(lane.profile)
                 && case.applies_to_version(&settings.spec_version);
@@ -236,7 +196,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             let name = case.id.clone();
             let kind = lane.kind.clone();
             if !applies {
-                collector.push(Record::new(&case, lane.transport, lane.profile, None, 0));
+                let mut record = Record::new(&case, lane.transport, lane.profile, None, 0);
+                record.downstream = lane.downstream_name();
+                collector.push(record);
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -259,6 +221,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                     if Instant::now() > global_deadline {
                         let msg = "the run's total deadline passed before this case started";
                         let mut record = Record::new(&case, lane.transport, lane.profile, None, 0);
+                        record.downstream = lane.downstream_name();
                         record.verdict = "fail".into();
                         record.findings.push(verdict::Finding {
                             check: verdict::Check::Setup,
@@ -305,6 +268,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         Some(&v),
                         obs.elapsed.as_millis() as u64,
                     );
+                    record.downstream = lane.downstream_name();
                     // Whatever came back may echo a `--header` value: never into any output.
                     for f in &mut record.findings {
                         f.message = report::redact(&f.message, &secrets);
@@ -409,7 +373,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 }
 
 /// A temporary folder removed on drop.
-struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -417,7 +381,7 @@ impl Drop for TempDir {
     }
 }
 
-fn tempfile_dir() -> Result<TempDir, RunError> {
+pub fn tempfile_dir() -> Result<TempDir, RunError> {
     use rand::Rng;
     let n: u64 = rand::rng().random();
     let dir = std::env::temp_dir().join(format!("mcp-gauntlet-{}-{n:016x}", std::process::id()));

@@ -4,6 +4,7 @@ mod broken;
 mod broken_gate;
 mod catalogue;
 mod cli;
+mod fuzz;
 mod gate;
 mod hostile;
 mod reports;

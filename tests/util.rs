@@ -79,6 +79,8 @@ pub struct Trial {
     pub verdict: String,
     #[serde(default)]
     pub findings: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub downstream: Option<String>,
 }
 
 #[derive(Debug, serde::Deserialize)]

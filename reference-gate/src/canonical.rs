@@ -684,9 +684,14 @@ impl Parser<'_> {
             return Err(Malformed::new(MalformedKind::Limit));
         }
         // The input is valid UTF-8 and the number is ASCII.
-        Ok(Json::Number(
-            String::from_utf8_lossy(&self.s[start..self.i]).into_owned(),
-        ))
+        let text = String::from_utf8_lossy(&self.s[start..self.i]).into_owned();
+        // Only IEEE-754 doubles are read alike everywhere (JSON-NUM-02, I-JSON): a number that
+        // overflows one (`1e400`) is Infinity to one reader and an error to another, so it is
+        // refused rather than forwarded. (Found by the canonical_bytes fuzz target.)
+        if !text.parse::<f64>().is_ok_and(f64::is_finite) {
+            return Err(Malformed::new(MalformedKind::Limit));
+        }
+        Ok(Json::Number(text))
     }
 
     fn hex4(&mut self) -> Result<u32, Malformed> {
@@ -1037,5 +1042,27 @@ mod tests {
             ok("{\"jsonrpc\":\"2.0\",\"id\":\"\\u0001\\\"\\\\\\n\u{1F600}\",\"method\":\"ping\"}");
         let again = ok(std::str::from_utf8(tricky.forwarding_bytes()).unwrap());
         assert_eq!(again.forwarding_bytes(), tricky.forwarding_bytes());
+    }
+
+    #[test]
+    fn numbers_beyond_a_double_are_refused() {
+        let l = Limits::default();
+        let call = |n: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"add","arguments":{{"a":{n},"b":1}}}}}}"#
+            )
+        };
+        for n in ["1e400", "-1e309", "292e88888888"] {
+            assert_eq!(
+                parse(call(n).as_bytes(), &l)
+                    .map(|_| ())
+                    .map_err(|e| e.kind()),
+                Err(MalformedKind::Limit),
+                "{n}"
+            );
+        }
+        for n in ["1e308", "-2.5e-400", "0.1", "12345678901234567890"] {
+            assert!(parse(call(n).as_bytes(), &l).is_ok(), "{n}");
+        }
     }
 }

@@ -13,6 +13,8 @@ pub mod cli;
 pub mod config;
 pub mod forward;
 pub mod front;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod policy;
 pub mod proxy;
 pub mod trace;

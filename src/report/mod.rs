@@ -28,6 +28,9 @@ pub struct Record {
     pub error_code: Option<i64>,
     pub elapsed_ms: u64,
     pub findings: Vec<Finding>,
+    /// The downstream witness's personality, on a lane whose witness is not strict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downstream: Option<String>,
     /// For failures: the full explanation (acceptable set next to what was observed), with
     /// `--header` values redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,6 +64,7 @@ impl Record {
             error_code: verdict.and_then(|v| v.error_code),
             elapsed_ms,
             findings: verdict.map(|v| v.findings.clone()).unwrap_or_default(),
+            downstream: None,
             explanation: None,
         }
     }
@@ -168,9 +172,13 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
 }
 
 fn kind_of(r: &Record) -> String {
-    match r.profile {
+    let base = match r.profile {
         Profile::Server => r.transport.as_str().to_string(),
         Profile::Gate => format!("gate/{}", r.transport.as_str()),
+    };
+    match &r.downstream {
+        Some(d) => format!("{base}@{d}"),
+        None => base,
     }
 }
 
@@ -269,6 +277,8 @@ pub struct ReportRow {
     pub verdict: String,
     #[serde(default)]
     pub requirements: Vec<String>,
+    #[serde(default)]
+    pub downstream: Option<String>,
 }
 
 /// One cell of the matrix: what a target did with a case.
@@ -326,7 +336,7 @@ pub struct Matrix {
 
 #[derive(Debug, Clone)]
 pub struct MatrixRow {
-    /// `http`, `stdio`, `gate/http` or `gate/stdio`.
+    /// `http`, `stdio`, `gate/http` or `gate/stdio` (`@personality` for a non-strict downstream).
     pub lane: String,
     pub id: String,
     pub requirements: Vec<String>,
@@ -334,9 +344,13 @@ pub struct MatrixRow {
 }
 
 fn lane_of(row: &ReportRow) -> String {
-    match row.profile {
+    let base = match row.profile {
         Profile::Server => row.transport.as_str().to_string(),
         Profile::Gate => format!("gate/{}", row.transport.as_str()),
+    };
+    match &row.downstream {
+        Some(d) => format!("{base}@{d}"),
+        None => base,
     }
 }
 

@@ -1,5 +1,7 @@
 //! How the witness reads a message body: strictly (one JSON value, UTF-8, no duplicate keys, depth
-//! bounded), or, in the deliberately broken `lax-json` mode, the way careless servers do.
+//! bounded), or, in the deliberately broken `lax-json` mode, the way careless servers do. A
+//! [`Personality`] picks one of the readings real downstream servers have, so a gate can be judged
+//! against the servers it will sit in front of.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -11,6 +13,169 @@ use std::fmt;
 #[error("not JSON: {detail}")]
 pub struct NotJson {
     pub detail: String,
+}
+
+/// How a witness reads ambiguous JSON (DESIGN.md section 4). Under every personality the witness
+/// is otherwise the same correct server; only the reading of the bytes differs.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Personality {
+    /// Refuses what the gate should refuse (duplicates, extensions, invalid UTF-8, trailing bytes).
+    #[default]
+    Strict,
+    /// Duplicate member names: the last one wins (serde_json, Python's json, JavaScript).
+    LastWins,
+    /// Duplicate member names: the first one wins (some streaming and C readers).
+    FirstWins,
+    /// Comments, trailing commas, single quotes, NaN/Infinity, invalid UTF-8 replaced, and
+    /// every value of a concatenation run.
+    Lenient,
+    /// Envelope and params member names matched ignoring case (ASCII and the Unicode folds
+    /// `ſ`→`s`, `K`→`k`), the last one winning, as Go's encoding/json does.
+    CaseInsensitive,
+}
+
+impl Personality {
+    pub const ALL: [Personality; 5] = [
+        Personality::Strict,
+        Personality::LastWins,
+        Personality::FirstWins,
+        Personality::Lenient,
+        Personality::CaseInsensitive,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Personality::Strict => "strict",
+            Personality::LastWins => "last-wins",
+            Personality::FirstWins => "first-wins",
+            Personality::Lenient => "lenient",
+            Personality::CaseInsensitive => "case-insensitive",
+        }
+    }
+}
+
+/// Read a body as `personality` does: the messages it finds (more than one only for a lenient
+/// reader given a concatenation), or why it is not JSON.
+pub fn read(personality: Personality, bytes: &[u8]) -> Result<Vec<Value>, NotJson> {
+    let whole = |r: Result<Value, serde_json::Error>| {
+        r.map(|v| vec![v]).map_err(|e| NotJson {
+            detail: e.to_string(),
+        })
+    };
+    match personality {
+        Personality::Strict => parse_strict(bytes).map(|v| vec![v]),
+        Personality::LastWins => whole(serde_json::from_slice::<Value>(bytes)),
+        Personality::FirstWins => {
+            whole(serde_json::from_slice::<FirstWins>(bytes).map(|FirstWins(v)| v))
+        }
+        Personality::Lenient => parse_lax(bytes),
+        Personality::CaseInsensitive => {
+            let mut v = whole(serde_json::from_slice::<Value>(bytes))?;
+            for m in &mut v {
+                if let Value::Object(obj) = m {
+                    let mut folded = fold_names(std::mem::take(obj));
+                    if let Some(Value::Object(p)) = folded.get_mut("params") {
+                        *p = fold_names(std::mem::take(p));
+                    }
+                    *obj = folded;
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// Member names folded to lower case the way case-insensitive decoders match them; for two names
+/// that fold alike, the last wins.
+fn fold_names(obj: Map<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in obj {
+        let folded: String = k
+            .chars()
+            .map(|c| match c {
+                '\u{17f}' => 's',
+                '\u{212a}' => 'k',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect();
+        // The protocol's own camel-case names keep their spelling.
+        let name = match folded.as_str() {
+            "protocolversion" => "protocolVersion".to_string(),
+            "clientinfo" => "clientInfo".to_string(),
+            _ => folded,
+        };
+        out.remove(&name);
+        out.insert(name, v);
+    }
+    out
+}
+
+/// A JSON value in which, for duplicate member names, the first one wins.
+struct FirstWins(Value);
+
+impl<'de> Deserialize<'de> for FirstWins {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = FirstWins;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::from(v)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<FirstWins, E> {
+                serde_json::Number::from_f64(v)
+                    .map(|n| FirstWins(Value::Number(n)))
+                    .ok_or_else(|| E::custom("number out of range"))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::String(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<FirstWins, E> {
+                Ok(FirstWins(Value::Null))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FirstWins, A::Error> {
+                let mut out = Vec::new();
+                while let Some(FirstWins(v)) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(FirstWins(Value::Array(out)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FirstWins, A::Error> {
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let FirstWins(v) = map.next_value()?;
+                    out.entry(key).or_insert(v);
+                }
+                Ok(FirstWins(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A JSON value that refuses duplicate member names at any depth.
@@ -249,6 +414,41 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
         assert!(parse_strict(deep.as_bytes()).is_err());
         assert!(parse_strict(b" {\"a\":[1,{\"b\":null}]} \r\n").is_ok());
+    }
+
+    #[test]
+    fn personalities_read_ambiguous_bytes_differently() {
+        let dup = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"delete_everything","arguments":{}}}"#;
+        let name = |p: Personality, b: &[u8]| {
+            read(p, b).ok().and_then(|v| {
+                v.last()?
+                    .pointer("/params/name")?
+                    .as_str()
+                    .map(String::from)
+            })
+        };
+        assert_eq!(name(Personality::Strict, dup), None);
+        assert_eq!(
+            name(Personality::LastWins, dup).as_deref(),
+            Some("delete_everything")
+        );
+        assert_eq!(name(Personality::FirstWins, dup).as_deref(), Some("echo"));
+        assert_eq!(
+            name(Personality::Lenient, dup).as_deref(),
+            Some("delete_everything")
+        );
+        let case = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","NAME":"delete_everything","arguments":{}}}"#;
+        assert_eq!(name(Personality::LastWins, case).as_deref(), Some("echo"));
+        assert_eq!(
+            name(Personality::CaseInsensitive, case).as_deref(),
+            Some("delete_everything")
+        );
+        let kelvin = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"na\u{17f}e\":1,\"\u{212a}ey\":2}}";
+        let v = read(Personality::CaseInsensitive, kelvin.as_bytes()).unwrap();
+        assert!(v[0]["params"].get("nase").is_some() && v[0]["params"].get("key").is_some());
+        let comment = b"{\"jsonrpc\":\"2.0\",/*x*/\"id\":1,\"method\":\"ping\"}";
+        assert!(read(Personality::LastWins, comment).is_err());
+        assert!(read(Personality::Lenient, comment).is_ok());
     }
 
     #[test]

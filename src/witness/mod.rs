@@ -13,6 +13,7 @@ pub mod json;
 pub mod record;
 pub mod stdio;
 
+pub use json::Personality;
 pub use record::{Event, LogReader, Recorder, WitnessView};
 
 use serde_json::{json, Map, Value};
@@ -80,6 +81,8 @@ pub struct WitnessConfig {
     /// Answer HTTP requests with an SSE stream (priming event, then the response) instead of
     /// JSON, when the client accepts it.
     pub sse: bool,
+    /// How it reads ambiguous JSON (the `lax-json` broken mode reads as [`Personality::Lenient`]).
+    pub personality: Personality,
 }
 
 impl WitnessConfig {
@@ -175,11 +178,12 @@ impl Witness {
         if self.config.is(Broken::LaxEnvelope) && body.iter().all(u8::is_ascii_whitespace) {
             return Reply::Accepted;
         }
-        let values = if self.config.is(Broken::LaxJson) {
-            json::parse_lax(body)
+        let personality = if self.config.is(Broken::LaxJson) {
+            Personality::Lenient
         } else {
-            json::parse_strict(body).map(|v| vec![v])
+            self.config.personality
         };
+        let values = json::read(personality, body);
         let values = match values {
             Ok(v) => v,
             Err(e) => {

@@ -1,0 +1,316 @@
+//! Live-endpoint fuzzing (`mcp-gauntlet fuzz`): smuggling models generated from a seed, each
+//! turned into a case, sent over the target's lanes and judged by the catalogue's own oracles.
+//! A failure is shrunk (one field of the model simplified at a time, kept while it still fails)
+//! and saved as a case file that `run --cases DIR` replays.
+
+use crate::case::{self, Case, Profile, Source, TransportKind};
+use crate::fuzz::targets::tools_run_by;
+use crate::lanes::{self, Keep, Lane};
+use crate::run::{tempfile_dir, RunError, Target};
+use crate::transport::exchange::{self, Settings};
+use crate::verdict::{self, Context, Status};
+use crate::witness::json::{self, Personality};
+use crate::witness::CANARY_TOOL;
+use base64::Engine as _;
+use rand::{Rng, SeedableRng};
+use reference_gate::fuzzing::{Separator, Shape, Smuggle};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Options of `mcp-gauntlet fuzz`.
+#[derive(Debug, Clone)]
+pub struct FuzzOptions {
+    pub target: Target,
+    /// The profile for `--http`/`--stdio` targets (gate targets are always judged as gates).
+    pub profile: Profile,
+    /// The generator's seed; a random one (printed) when absent.
+    pub seed: Option<u64>,
+    /// Stop after this many iterations…
+    pub iterations: Option<u64>,
+    /// …or after this long (whichever comes first; 1000 iterations when neither is given).
+    pub time: Option<Duration>,
+    /// Stop after this many distinct findings.
+    pub max_findings: usize,
+    /// Write each shrunk failure as a case file here.
+    pub save: Option<PathBuf>,
+    pub settings: Settings,
+    pub self_exe: Option<PathBuf>,
+    /// Print progress to stderr.
+    pub progress: bool,
+}
+
+impl Default for FuzzOptions {
+    fn default() -> Self {
+        FuzzOptions {
+            target: Target::Embedded,
+            profile: Profile::Server,
+            seed: None,
+            iterations: None,
+            time: None,
+            max_findings: 10,
+            save: None,
+            settings: Settings::default(),
+            self_exe: None,
+            progress: true,
+        }
+    }
+}
+
+/// One failure, shrunk.
+#[derive(Debug, Clone)]
+pub struct FuzzFinding {
+    /// The lane it failed on (`gate/stdio`…).
+    pub lane: String,
+    pub model: Smuggle,
+    /// The case file's text.
+    pub case_json: String,
+    /// Where it was saved.
+    pub saved: Option<PathBuf>,
+    /// The catalogue's explanation of the failure.
+    pub explanation: String,
+    /// The iteration that first found it.
+    pub iteration: u64,
+}
+
+/// What a fuzzing run did.
+#[derive(Debug, Clone)]
+pub struct FuzzOutcome {
+    pub seed: u64,
+    pub iterations: u64,
+    pub elapsed: Duration,
+    pub findings: Vec<FuzzFinding>,
+}
+
+/// How a model is judged on a lane, or `None` when it says nothing there (a valid call of the
+/// canary is a legitimate request to a plain server).
+fn case_text(model: &Smuggle, profile: Profile, transport: TransportKind) -> Option<String> {
+    // Over stdio a line break ends a message: an allowed call, a line break, then the denied
+    // call are two messages, and the first is rightly served.
+    if transport == TransportKind::Stdio
+        && matches!(
+            model.shape,
+            Shape::Concatenated {
+                separator: Separator::Newline | Separator::CrLf
+            }
+        )
+    {
+        return None;
+    }
+    let bytes = model.to_bytes();
+    let body =
+        serde_json::json!({ "base64": base64::engine::general_purpose::STANDARD.encode(&bytes) });
+    let title = format!("fuzz: {model:?}");
+    let expect = match profile {
+        // Every shape hides a denied call: a gate refuses it and forwards nothing.
+        Profile::Gate => serde_json::json!({ "outcome": ["reject", "silent"], "forwarded": false }),
+        Profile::Server => {
+            // A plain server may run a well-formed call of the canary; judge only bytes a
+            // strict reader refuses or reads as something else.
+            let unbom = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+            match json::read(Personality::Strict, unbom) {
+                Ok(values) => {
+                    if values
+                        .iter()
+                        .flat_map(tools_run_by)
+                        .any(|n| n == CANARY_TOOL)
+                        || model.is_valid_call()
+                    {
+                        return None;
+                    }
+                    // Well-formed JSON that a strict server reads as something harmless (or
+                    // refuses): whatever it answers, the canary must not run and it must live.
+                    serde_json::json!({ "outcome": ["reject", "silent", "accept"] })
+                }
+                // Not JSON to a strict reader: refused or ignored, never run.
+                Err(_) => serde_json::json!({ "outcome": ["reject", "silent"] }),
+            }
+        }
+    };
+    let requirements = match profile {
+        Profile::Gate => vec!["GATE-PARSE-01", "GATE-DENY-01", "GATE-FWD-01"],
+        Profile::Server => vec!["JSON-ENC-01", "JSONRPC-ERR-02", "MCP-MSG-01"],
+    };
+    let case = serde_json::json!({
+        "title": title,
+        "requirements": requirements,
+        "level": "must",
+        "transports": [transport.as_str()],
+        "profiles": [profile.as_str()],
+        "request": { "body": body },
+        "expect": expect,
+    });
+    serde_json::to_string_pretty(&case).ok()
+}
+
+fn case_id(model: &Smuggle, lane: &Lane) -> String {
+    // A stable name from the bytes: the same input saves to the same file.
+    let bytes = model.to_bytes();
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes
+        .iter()
+        .chain(lane.transport.as_str().as_bytes())
+        .chain(lane.profile.as_str().as_bytes())
+    {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+    }
+    format!(
+        "fuzz/{}-{}-{h:016x}",
+        lane.profile.as_str(),
+        lane.transport.as_str()
+    )
+}
+
+/// Send one model over one lane; `Some(explanation)` when the catalogue's oracles fail it.
+async fn try_model(
+    model: &Smuggle,
+    lane: &Lane,
+    settings: &Settings,
+) -> Result<Option<(String, String)>, RunError> {
+    let Some(text) = case_text(model, lane.profile, lane.transport) else {
+        return Ok(None);
+    };
+    let id = case_id(model, lane);
+    let spec = case::parse_case(&format!("{id}.json"), &text)?;
+    let case = Case {
+        id,
+        spec,
+        source: Source::Embedded,
+    };
+    let obs =
+        exchange::run_case(&case, &lane.endpoint, settings, lane.witness.as_ref(), true).await;
+    let ctx = Context {
+        profile: lane.profile,
+        strict: false,
+        transport: lane.transport,
+        secrets: Vec::new(),
+        codes: settings.codes,
+        method: "POST".into(),
+        placeholders: exchange::base_placeholders(settings),
+    };
+    let v = verdict::judge(&case, &obs, &ctx);
+    Ok((v.status == Status::Fail).then(|| (v.explain(&case, &obs), text)))
+}
+
+/// Run the fuzzer. Blocks.
+pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
+    let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(RunError::Setup)?;
+    let tmp = tempfile_dir()?;
+    let mut keep = Keep::default();
+    let (lanes, target_name) = lanes::resolve(
+        &opts.target,
+        opts.profile,
+        &rt,
+        &tmp.0,
+        &mut keep,
+        opts.self_exe.as_ref(),
+    )?;
+    let say = |line: String| {
+        if opts.progress {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    };
+    say(format!(
+        "fuzzing {target_name} with seed {seed} (repeat with --seed {seed})"
+    ));
+    let max_iterations = match (opts.iterations, opts.time) {
+        (Some(n), _) => n,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => 1000,
+    };
+    let deadline = opts.time.map(|t| Instant::now() + t);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let mut last_report = started;
+    let mut findings: Vec<FuzzFinding> = Vec::new();
+    let mut iterations = 0u64;
+    while iterations < max_iterations
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && findings.len() < opts.max_findings
+    {
+        let noise: [u8; 48] = rng.random();
+        let model = Smuggle::from_bytes(&noise);
+        let lane = &lanes[(iterations as usize) % lanes.len()];
+        iterations += 1;
+        let Some((explanation, _)) = rt.block_on(try_model(&model, lane, &opts.settings))? else {
+            if last_report.elapsed() > Duration::from_secs(2) {
+                last_report = Instant::now();
+                let secs = started.elapsed().as_secs_f64().max(1e-9);
+                say(format!(
+                    "  {iterations} iterations, {:.0}/s, {} findings",
+                    iterations as f64 / secs,
+                    findings.len()
+                ));
+            }
+            continue;
+        };
+        // Shrink: keep simplifying while a simpler model still fails.
+        let (mut best, mut best_expl) = (model, explanation);
+        'shrink: loop {
+            for candidate in best.simpler() {
+                if let Some((e, _)) = rt.block_on(try_model(&candidate, lane, &opts.settings))? {
+                    best = candidate;
+                    best_expl = e;
+                    continue 'shrink;
+                }
+            }
+            break;
+        }
+        if findings
+            .iter()
+            .any(|f| f.model == best && f.lane == lane.kind)
+        {
+            continue;
+        }
+        let Some(text) = case_text(&best, lane.profile, lane.transport) else {
+            continue;
+        };
+        let mut saved = None;
+        if let Some(dir) = &opts.save {
+            let path = dir.join(format!("{}.json", case_id(&best, lane)));
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(RunError::Setup)?;
+            }
+            std::fs::write(&path, format!("{text}\n")).map_err(|source| RunError::Write {
+                path: path.display().to_string(),
+                source,
+            })?;
+            saved = Some(path);
+        }
+        say(format!(
+            "FINDING at iteration {iterations} on [{}]: {best:?}{}",
+            lane.kind,
+            saved
+                .as_ref()
+                .map(|p| format!(" (saved as {})", p.display()))
+                .unwrap_or_default()
+        ));
+        findings.push(FuzzFinding {
+            lane: lane.kind.clone(),
+            model: best,
+            case_json: text,
+            saved,
+            explanation: best_expl,
+            iteration: iterations,
+        });
+    }
+    let elapsed = started.elapsed();
+    say(format!(
+        "done: {iterations} iterations in {:.1} s ({:.0}/s), {} findings; seed {seed}",
+        elapsed.as_secs_f64(),
+        iterations as f64 / elapsed.as_secs_f64().max(1e-9),
+        findings.len()
+    ));
+    drop(keep);
+    Ok(FuzzOutcome {
+        seed,
+        iterations,
+        elapsed,
+        findings,
+    })
+}

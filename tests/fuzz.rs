@@ -1,0 +1,261 @@
+//! Fuzzing: every committed fuzz input replays clean on stable, the fuzz oracles catch gates
+//! with known defects, and live fuzzing finds smuggled calls through a lax gate and saves cases
+//! that replay as the same failure.
+
+use crate::util::{bin, run_with_report};
+use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
+use reference_gate::canonical::Leniency;
+use reference_gate::fuzzing::{
+    check_canonical_bytes, check_roundtrip, check_roundtrip_with, check_smuggle,
+    check_smuggle_with, fuzz_proxy, AllowedCall, Finding, Smuggle,
+};
+use reference_gate::proxy::{Faults, Proxy};
+use std::path::Path;
+use std::process::Command;
+
+type Body = fn(&[u8]) -> Result<(), Finding>;
+
+const TARGETS: [(&str, Body); 4] = [
+    ("canonical_bytes", check_canonical_bytes),
+    ("smuggle", check_smuggle),
+    ("differential", check_differential),
+    ("proxy_roundtrip", check_roundtrip),
+];
+
+#[test]
+fn every_committed_fuzz_input_replays_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut replayed = 0;
+    for (target, body) in TARGETS {
+        for dir in ["seeds", "regressions"] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
+                continue;
+            };
+            for e in entries {
+                let path = e.unwrap().path();
+                let data = std::fs::read(&path).unwrap();
+                if let Err(f) = body(&data) {
+                    panic!("{target}: {} fails again: {f}", path.display());
+                }
+                replayed += 1;
+            }
+        }
+    }
+    assert!(replayed >= 300, "only {replayed} inputs replayed");
+}
+
+/// Deterministic inputs standing in for a fuzzer's.
+fn inputs(n: u32, len: usize) -> impl Iterator<Item = Vec<u8>> {
+    (0..n).map(move |seed| {
+        let mut x = u64::from(seed).wrapping_mul(0x9e3779b97f4a7c15) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    })
+}
+
+fn faulty(
+    faults: Faults,
+) -> (
+    Proxy,
+    std::sync::Arc<reference_gate::fuzzing::RecordingForwarder>,
+) {
+    let (p, f) = fuzz_proxy();
+    (p.with_faults(faults), f)
+}
+
+fn lenient(l: Leniency) -> Faults {
+    Faults {
+        leniency: l,
+        ..Faults::default()
+    }
+}
+
+/// Each defect here lets some smuggling shape through. (A gate that merely reads JSON
+/// leniently but forwards canonical bytes of what it read is not among them: every shape holds
+/// the denied call, which it still denies; `broken_gate` catches that defect with cases.)
+#[test]
+fn the_smuggle_and_differential_oracles_catch_defective_gates() {
+    let defects: Vec<(&str, Faults)> = vec![
+        (
+            "last duplicate wins",
+            Faults {
+                last_duplicate_wins: true,
+                ..Faults::default()
+            },
+        ),
+        (
+            "batch skips policy",
+            Faults {
+                batch_skips_policy: true,
+                ..Faults::default()
+            },
+        ),
+        (
+            "loose envelope",
+            lenient(Leniency {
+                lax_envelope: true,
+                ..Leniency::default()
+            }),
+        ),
+        (
+            "first value only",
+            lenient(Leniency {
+                first_value_only: true,
+                ..Leniency::default()
+            }),
+        ),
+    ];
+    for (what, faults) in defects {
+        let (proxy, fwd) = faulty(faults);
+        let smuggled = inputs(3000, 48)
+            .position(|d| check_smuggle_with(&proxy, &fwd, &Smuggle::from_bytes(&d)).is_err());
+        assert!(smuggled.is_some(), "smuggle misses a gate whose {what}");
+        // The same models through the differential oracle (even first byte: model mode).
+        let differential = inputs(3000, 48).position(|mut d| {
+            d[0] = 0;
+            let raw = mcp_gauntlet::fuzz::targets::differential_input(&d);
+            check_differential_with(&proxy, &fwd, &raw).is_err()
+        });
+        assert!(
+            differential.is_some(),
+            "differential misses a gate whose {what}"
+        );
+    }
+    // The reference gate itself: nothing, on the same inputs.
+    for d in inputs(3000, 48) {
+        check_smuggle(&d).unwrap();
+        check_differential(&d).unwrap();
+    }
+}
+
+#[test]
+fn the_roundtrip_oracle_catches_a_gate_forwarding_raw_bytes() {
+    let (proxy, fwd) = faulty(Faults {
+        forward_raw: true,
+        ..Faults::default()
+    });
+    let caught = inputs(500, 64).any(|d| {
+        let Ok(call) =
+            <AllowedCall as arbitrary::Arbitrary>::arbitrary(&mut arbitrary::Unstructured::new(&d))
+        else {
+            return false;
+        };
+        check_roundtrip_with(&proxy, &fwd, &call).is_err()
+    });
+    assert!(caught);
+    for d in inputs(500, 64) {
+        check_roundtrip(&d).unwrap();
+    }
+}
+
+fn lax_gate() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lax_gate.py");
+    format!("python3 {} {{downstream_cmd}}", script.display())
+}
+
+#[test]
+fn live_fuzzing_finds_a_smuggled_call_through_a_lax_gate_and_saves_a_failing_case() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIP: python3 is not installed; the lax gate fixture needs it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let save = dir.path().to_str().unwrap();
+    let out = Command::new(bin())
+        .args(["fuzz", "--gate-stdio", &lax_gate(), "--seed", "7"])
+        .args(["--iterations", "40", "--max-findings", "2", "--save", save])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("seed 7"), "{stderr}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path().join("fuzz"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 2, "{stderr}");
+    // Each saved file is a valid case.
+    let check = Command::new(bin())
+        .args(["check-cases", save])
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0));
+    // Replayed against the lax gate: the same failures.
+    let replay = Command::new(bin())
+        .args([
+            "run",
+            "--gate-stdio",
+            &lax_gate(),
+            "--cases",
+            save,
+            "--",
+            "fuzz/",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("0 passed; 2 failed"), "{stdout}");
+    // Against the reference gate they pass: the cases judge the gate, not the input.
+    let clean = Command::new(bin())
+        .args(["run", "--cases", save, "--", "fuzz/"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&clean.stdout);
+    assert_eq!(clean.status.code(), Some(0), "{stdout}");
+}
+
+#[test]
+fn live_fuzzing_the_embedded_reference_gate_finds_nothing() {
+    let out = Command::new(bin())
+        .args(["fuzz", "--seed", "11", "--iterations", "300"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("300 iterations"), "{stderr}");
+}
+
+#[test]
+fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIP: python3 is not installed; the lax gate fixture needs it");
+        return;
+    }
+    // The lax gate reads duplicates last-wins, sees echo, and forwards the raw bytes.
+    let (code, report) = run_with_report(
+        &["--gate-stdio", &lax_gate()],
+        &["--exact", "smuggling/dup-name-denied-then-allowed"],
+    );
+    assert_eq!(code, 1);
+    let id = "smuggling/dup-name-denied-then-allowed";
+    let trials: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.id == id && t.verdict != "skip")
+        .collect();
+    assert_eq!(trials.len(), 5, "{trials:?}");
+    let lane = |d: Option<&str>| {
+        trials
+            .iter()
+            .find(|t| t.downstream.as_deref() == d)
+            .unwrap_or_else(|| panic!("no trial behind {d:?}"))
+    };
+    let ran = |t: &crate::util::Trial| {
+        t.findings
+            .iter()
+            .any(|f| f["check"] == "canary" && f["status"] == "fail")
+    };
+    // Behind the strict witness: forwarded (a failure), but refused downstream.
+    assert_eq!(lane(None).verdict, "fail");
+    assert!(!ran(lane(None)));
+    // Behind a first-wins downstream the denied tool RAN; behind last-wins it did not.
+    assert!(ran(lane(Some("first-wins"))));
+    assert!(!ran(lane(Some("last-wins"))));
+}
