@@ -349,3 +349,53 @@ pub fn resolve(
         }
     })
 }
+
+/// A target opened for a run: its lanes, and what they need kept alive (the runtime their
+/// servers run on, per-case witness logs, child processes, server tasks), released on drop.
+pub struct Opened {
+    pub lanes: Vec<Lane>,
+    /// The target's name, for reports.
+    pub name: String,
+    // Dropped in this order: processes and tasks, then the folder, then the runtime.
+    _keep: Keep,
+    _tmp: TempDir,
+    pub rt: Arc<Runtime>,
+}
+
+/// Start what `target` needs and resolve it to lanes.
+pub fn open(target: &Target, profile: Profile, exe: Option<&PathBuf>) -> Result<Opened, RunError> {
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(RunError::Setup)?,
+    );
+    let tmp = tempfile_dir()?;
+    let mut keep = Keep::default();
+    let (lanes, name) = resolve(target, profile, &rt, &tmp.0, &mut keep, exe)?;
+    Ok(Opened {
+        lanes,
+        name,
+        _keep: keep,
+        _tmp: tmp,
+        rt,
+    })
+}
+
+/// A temporary folder removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> Result<TempDir, RunError> {
+    use rand::Rng;
+    let n: u64 = rand::rng().random();
+    let dir = std::env::temp_dir().join(format!("mcp-gauntlet-{}-{n:016x}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(RunError::Setup)?;
+    Ok(TempDir(dir))
+}

@@ -63,20 +63,73 @@ enum Command {
     },
 }
 
+/// Where cases (or fuzz inputs) go; at most one. None: the embedded default.
 #[derive(Args, Debug)]
-struct FuzzArgs {
-    /// A running Streamable HTTP endpoint.
-    #[arg(long, conflicts_with_all = ["stdio", "gate", "gate_stdio"])]
+#[group(multiple = false)]
+struct TargetArgs {
+    /// A running Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp.
+    #[arg(long)]
     http: Option<String>,
-    /// A stdio server command (started afresh per input).
-    #[arg(long, conflicts_with_all = ["gate", "gate_stdio"])]
+    /// A stdio server command, as one string split like a shell would (started afresh per case).
+    #[arg(long)]
     stdio: Option<String>,
-    /// An HTTP gate to start in front of the runner's witness (`{downstream_url}`, `{port}`).
-    #[arg(long, conflicts_with = "gate_stdio")]
+    /// An HTTP gate to start in front of the runner's witness: `{downstream_url}` becomes the
+    /// witness URL, `{port}` a free loopback port where the gate must serve /mcp. Gate profile.
+    #[arg(long)]
     gate: Option<String>,
-    /// A stdio gate to start per input (`{downstream_cmd}`).
+    /// A stdio gate to start per case: `{downstream_cmd}` becomes a stdio witness command. Gate profile.
     #[arg(long)]
     gate_stdio: Option<String>,
+}
+
+impl TargetArgs {
+    /// The target, and the profile it is judged under (gates always under `gate`).
+    fn resolve(self, witness_log: Option<PathBuf>, profile: Profile) -> (Target, Profile) {
+        if let Some(url) = self.http {
+            (Target::Http { url, witness_log }, profile)
+        } else if let Some(command) = self.stdio {
+            (Target::Stdio { command }, profile)
+        } else if let Some(command) = self.gate {
+            (Target::Gate { command }, Profile::Gate)
+        } else if let Some(command) = self.gate_stdio {
+            (Target::GateStdio { command }, Profile::Gate)
+        } else {
+            (Target::Embedded, profile)
+        }
+    }
+}
+
+/// How each case (or fuzz input) is exchanged with the target.
+#[derive(Args, Debug)]
+struct ExchangeArgs {
+    /// The protocol version to ask for in initialize.
+    #[arg(long, default_value = "2025-11-25")]
+    spec: String,
+    /// Seconds one case may take (its alive probe has its own 5 s).
+    #[arg(long, default_value_t = 10)]
+    case_timeout: u64,
+    /// stdio: milliseconds to keep reading for a case's answer after the barrier ping was answered
+    /// first (servers that answer concurrently).
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
+}
+
+impl ExchangeArgs {
+    fn settings(self) -> Settings {
+        Settings {
+            spec_version: self.spec,
+            case_timeout: Duration::from_secs(self.case_timeout.max(1)),
+            probe_timeout: Duration::from_secs(self.case_timeout.clamp(1, 5)),
+            settle: Duration::from_millis(self.settle_ms),
+            ..Settings::default()
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct FuzzArgs {
+    #[command(flatten)]
+    target: TargetArgs,
     /// The JSON-lines log of the witness behind an --http gate.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -98,32 +151,14 @@ struct FuzzArgs {
     /// Write each shrunk failure as a case file under DIR.
     #[arg(long)]
     save: Option<PathBuf>,
-    /// The protocol version to ask for in initialize.
-    #[arg(long, default_value = "2025-11-25")]
-    spec: String,
-    /// Seconds one input may take.
-    #[arg(long, default_value_t = 10)]
-    case_timeout: u64,
-    /// stdio: milliseconds to wait for a late answer after the barrier ping.
-    #[arg(long, default_value_t = 1000)]
-    settle_ms: u64,
+    #[command(flatten)]
+    exchange: ExchangeArgs,
 }
 
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// A running Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp.
-    #[arg(long, conflicts_with = "stdio")]
-    http: Option<String>,
-    /// A stdio server command, as one string split like a shell would (started afresh per case).
-    #[arg(long, conflicts_with_all = ["gate", "gate_stdio"])]
-    stdio: Option<String>,
-    /// An HTTP gate to start in front of the runner's witness: `{downstream_url}` becomes the
-    /// witness URL, `{port}` a free loopback port where the gate must serve /mcp. Gate profile.
-    #[arg(long, conflicts_with_all = ["http", "gate_stdio"])]
-    gate: Option<String>,
-    /// A stdio gate to start per case: `{downstream_cmd}` becomes a stdio witness command. Gate profile.
-    #[arg(long, conflicts_with = "http")]
-    gate_stdio: Option<String>,
+    #[command(flatten)]
+    target: TargetArgs,
     /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -139,16 +174,8 @@ struct RunArgs {
     /// Add a header to every HTTP request ('Name: value'); its value is redacted and must never come back.
     #[arg(long = "header")]
     headers: Vec<String>,
-    /// The protocol version to ask for in initialize.
-    #[arg(long, default_value = "2025-11-25")]
-    spec: String,
-    /// Seconds one case may take (its alive probe has its own 5 s).
-    #[arg(long, default_value_t = 10)]
-    case_timeout: u64,
-    /// stdio: milliseconds to keep reading for a case's answer after the barrier ping was answered
-    /// first (servers that answer concurrently).
-    #[arg(long, default_value_t = 1000)]
-    settle_ms: u64,
+    #[command(flatten)]
+    exchange: ExchangeArgs,
     /// Seconds the whole run may take; cases not started by then fail.
     #[arg(long, default_value_t = 1800)]
     total_timeout: u64,
@@ -265,23 +292,7 @@ fn main() -> ExitCode {
 
 fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::fuzz::live::{fuzz, FuzzOptions};
-    let mut profile = args.profile;
-    let target = if let Some(url) = args.http {
-        Target::Http {
-            url,
-            witness_log: args.witness_log,
-        }
-    } else if let Some(command) = args.stdio {
-        Target::Stdio { command }
-    } else if let Some(command) = args.gate {
-        profile = Profile::Gate;
-        Target::Gate { command }
-    } else if let Some(command) = args.gate_stdio {
-        profile = Profile::Gate;
-        Target::GateStdio { command }
-    } else {
-        Target::Embedded
-    };
+    let (target, profile) = args.target.resolve(args.witness_log, args.profile);
     let outcome = fuzz(FuzzOptions {
         target,
         profile,
@@ -290,13 +301,7 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
         time: args.time.map(Duration::from_secs),
         max_findings: args.max_findings.max(1),
         save: args.save,
-        settings: Settings {
-            spec_version: args.spec,
-            case_timeout: Duration::from_secs(args.case_timeout.max(1)),
-            probe_timeout: Duration::from_secs(args.case_timeout.clamp(1, 5)),
-            settle: Duration::from_millis(args.settle_ms),
-            ..Settings::default()
-        },
+        settings: args.exchange.settings(),
         self_exe: None,
         progress: true,
     })?;
@@ -317,23 +322,7 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
-    let mut profile = args.profile;
-    let target = if let Some(url) = args.http {
-        Target::Http {
-            url,
-            witness_log: args.witness_log,
-        }
-    } else if let Some(command) = args.stdio {
-        Target::Stdio { command }
-    } else if let Some(command) = args.gate {
-        profile = Profile::Gate;
-        Target::Gate { command }
-    } else if let Some(command) = args.gate_stdio {
-        profile = Profile::Gate;
-        Target::GateStdio { command }
-    } else {
-        Target::Embedded
-    };
+    let (target, profile) = args.target.resolve(args.witness_log, args.profile);
     let opts = RunOptions {
         target,
         profile,
@@ -341,13 +330,9 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         extra_cases: args.cases,
         headers: args.headers,
         settings: Settings {
-            spec_version: args.spec,
-            case_timeout: Duration::from_secs(args.case_timeout.max(1)),
-            probe_timeout: Duration::from_secs(args.case_timeout.clamp(1, 5)),
-            settle: Duration::from_millis(args.settle_ms),
             denied_tool: args.denied_tool,
             allowed_tool: args.allowed_tool,
-            ..Settings::default()
+            ..args.exchange.settings()
         },
         total_timeout: Duration::from_secs(args.total_timeout.max(1)),
         report: args.report,

@@ -2,7 +2,7 @@
 //! libtest trials, run them, and write the reports.
 
 use crate::case::{Catalogue, Profile};
-use crate::lanes::{self, Keep};
+use crate::lanes;
 use crate::report::{self, Collector, Record, RunInfo};
 use crate::transport::exchange::{self, Settings};
 use crate::verdict::{self, Context, Status};
@@ -147,24 +147,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         .map(|(_, v)| v.clone())
         .collect();
 
-    let rt = Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(RunError::Setup)?,
-    );
-    // Held until the run ends: per-case witness logs, child processes, server tasks.
-    let tmp = tempfile_dir()?;
-    let mut keep = Keep::default();
-    let (lanes, target_name) = lanes::resolve(
-        &opts.target,
-        opts.profile,
-        &rt,
-        &tmp.0,
-        &mut keep,
-        opts.self_exe.as_ref(),
-    )?;
+    // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
+    let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let rt = opened.rt.clone();
+    let target_name = opened.name.clone();
 
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(report::baseline::Baseline::load(p)?)),
@@ -173,7 +159,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let collector = Collector::default();
     let global_deadline = Instant::now() + opts.total_timeout;
     let mut trials = Vec::new();
-    for lane in lanes {
+    for lane in std::mem::take(&mut opened.lanes) {
         let lane = Arc::new(lane);
         // Cases that read a shared witness record run one at a time, so each sees only its own.
         let serial = Arc::new(tokio::sync::Mutex::new(()));
@@ -370,21 +356,4 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         failed: conclusion.has_failed(),
         records,
     })
-}
-
-/// A temporary folder removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn tempfile_dir() -> Result<TempDir, RunError> {
-    use rand::Rng;
-    let n: u64 = rand::rng().random();
-    let dir = std::env::temp_dir().join(format!("mcp-gauntlet-{}-{n:016x}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(RunError::Setup)?;
-    Ok(TempDir(dir))
 }

@@ -134,7 +134,7 @@ impl Engine for AllowByDefault {
     }
 }
 
-fn lenient(l: Leniency) -> Faults {
+pub(crate) fn lenient(l: Leniency) -> Faults {
     Faults {
         leniency: l,
         ..Faults::default()

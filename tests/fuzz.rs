@@ -2,6 +2,7 @@
 //! with known defects, and live fuzzing finds smuggled calls through a lax gate and saves cases
 //! that replay as the same failure.
 
+use crate::broken_gate::lenient;
 use crate::util::{bin, run_with_report};
 use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
 use reference_gate::canonical::Leniency;
@@ -67,13 +68,6 @@ fn faulty(
 ) {
     let (p, f) = fuzz_proxy();
     (p.with_faults(faults), f)
-}
-
-fn lenient(l: Leniency) -> Faults {
-    Faults {
-        leniency: l,
-        ..Faults::default()
-    }
 }
 
 /// Each defect here lets some smuggling shape through. (A gate that merely reads JSON

@@ -406,25 +406,13 @@ impl Smuggle {
         out
     }
 
-    /// Whether a strict, correct server would run the denied tool given these bytes: the call is
-    /// well-formed and names the tool exactly. A gate must refuse these too (policy); a server
-    /// may run them.
-    pub fn is_valid_call(&self) -> bool {
-        matches!(self.shape, Shape::Plain)
-            && matches!(
-                self.name,
-                NameSpelling::Plain | NameSpelling::Escaped(_) | NameSpelling::AllEscaped
-            )
-            && matches!(self.id, IdSpelling::Int(_) | IdSpelling::Str(_))
-            && !matches!(self.space, Space::NoBreakSpace | Space::FormFeed)
-            && matches!(self.encoding, Encoding::Utf8)
-    }
-
     /// The bytes this model stands for.
     pub fn to_bytes(&self) -> Vec<u8> {
         let ws = self.space.text();
         let denied = self.name.literal();
         let id = self.id.literal();
+        let allowed = "\"echo\"".to_string();
+        // Members are written as given: raw key text, raw value text, duplicates and all.
         let obj = |members: &[(&str, String)]| -> String {
             let inner: Vec<String> = members
                 .iter()
@@ -432,38 +420,39 @@ impl Smuggle {
                 .collect();
             format!("{{{}{ws}}}", inner.join(","))
         };
-        let call = |name: &str, id: &str| {
-            obj(&[
-                ("\"jsonrpc\"", "\"2.0\"".into()),
-                ("\"id\"", id.into()),
-                ("\"method\"", "\"tools/call\"".into()),
-                (
-                    "\"params\"",
-                    obj(&[("\"name\"", name.into()), ("\"arguments\"", "{}".into())]),
-                ),
-            ])
+        // An envelope: `jsonrpc`, the id when there is one, then `rest`.
+        let message = |id: Option<&str>, rest: &[(&str, String)]| {
+            let mut members = vec![("\"jsonrpc\"", "\"2.0\"".to_string())];
+            members.extend(id.map(|i| ("\"id\"", i.to_string())));
+            members.extend_from_slice(rest);
+            obj(&members)
         };
-        let allowed = "\"echo\"";
+        let params = |name: &str| obj(&[("\"name\"", name.into()), ("\"arguments\"", "{}".into())]);
+        let tools_call = ("\"method\"", "\"tools/call\"".to_string());
+        let call = |name: &str, id: &str| {
+            message(
+                Some(id),
+                &[tools_call.clone(), ("\"params\"", params(name))],
+            )
+        };
+        // The denied and the allowed value, the denied one second when `denied_last`.
+        let pair = |denied_last: bool| {
+            if denied_last {
+                (allowed.clone(), denied.clone())
+            } else {
+                (denied.clone(), allowed.clone())
+            }
+        };
         let text = match self.shape {
             Shape::Plain => call(&denied, &id),
-            Shape::Notification => obj(&[
-                ("\"jsonrpc\"", "\"2.0\"".into()),
-                ("\"method\"", "\"tools/call\"".into()),
-                (
-                    "\"params\"",
-                    obj(&[("\"name\"", denied.clone()), ("\"arguments\"", "{}".into())]),
-                ),
-            ]),
+            Shape::Notification => message(None, &[tools_call, ("\"params\"", params(&denied))]),
             Shape::Batch {
                 denied_first,
                 nested,
             } => {
-                let (d, a) = (call(&denied, &id), call(allowed, "8"));
-                let inner = if denied_first {
-                    format!("[{ws}{d},{ws}{a}{ws}]")
-                } else {
-                    format!("[{ws}{a},{ws}{d}{ws}]")
-                };
+                let (d, a) = (call(&denied, &id), call(&allowed, "8"));
+                let (x, y) = if denied_first { (d, a) } else { (a, d) };
+                let inner = format!("[{ws}{x},{ws}{y}{ws}]");
                 if nested {
                     format!("[{inner}]")
                 } else {
@@ -479,36 +468,24 @@ impl Smuggle {
                 } else {
                     "\"name\""
                 };
-                let (first, second) = if denied_last {
-                    (allowed.to_string(), denied.clone())
-                } else {
-                    (denied.clone(), allowed.to_string())
-                };
-                obj(&[
-                    ("\"jsonrpc\"", "\"2.0\"".into()),
-                    ("\"id\"", id.clone()),
-                    ("\"method\"", "\"tools/call\"".into()),
-                    (
-                        "\"params\"",
-                        obj(&[
-                            ("\"name\"", first),
-                            (key2, second),
-                            ("\"arguments\"", "{}".into()),
-                        ]),
-                    ),
-                ])
+                let (first, second) = pair(denied_last);
+                let p = obj(&[
+                    ("\"name\"", first),
+                    (key2, second),
+                    ("\"arguments\"", "{}".into()),
+                ]);
+                message(Some(&id), &[tools_call, ("\"params\"", p)])
             }
             Shape::DuplicateParams { denied_last } => {
-                let d = obj(&[("\"name\"", denied.clone()), ("\"arguments\"", "{}".into())]);
-                let a = obj(&[("\"name\"", allowed.into()), ("\"arguments\"", "{}".into())]);
-                let (p1, p2) = if denied_last { (a, d) } else { (d, a) };
-                obj(&[
-                    ("\"jsonrpc\"", "\"2.0\"".into()),
-                    ("\"id\"", id.clone()),
-                    ("\"method\"", "\"tools/call\"".into()),
-                    ("\"params\"", p1),
-                    ("\"params\"", p2),
-                ])
+                let (first, second) = pair(denied_last);
+                message(
+                    Some(&id),
+                    &[
+                        tools_call,
+                        ("\"params\"", params(&first)),
+                        ("\"params\"", params(&second)),
+                    ],
+                )
             }
             Shape::DuplicateMethod { call_last } => {
                 let (m1, m2) = if call_last {
@@ -516,53 +493,38 @@ impl Smuggle {
                 } else {
                     ("\"tools/call\"", "\"ping\"")
                 };
-                obj(&[
-                    ("\"jsonrpc\"", "\"2.0\"".into()),
-                    ("\"id\"", id.clone()),
-                    ("\"method\"", m1.into()),
-                    ("\"method\"", m2.into()),
-                    (
-                        "\"params\"",
-                        obj(&[("\"name\"", denied.clone()), ("\"arguments\"", "{}".into())]),
-                    ),
-                ])
+                message(
+                    Some(&id),
+                    &[
+                        ("\"method\"", m1.into()),
+                        ("\"method\"", m2.into()),
+                        ("\"params\"", params(&denied)),
+                    ],
+                )
             }
             Shape::LookAlikeName {
                 variant,
                 denied_in_variant,
             } => {
                 let key = variant.spell("name");
-                let (plain, alike) = if denied_in_variant {
-                    (allowed.to_string(), denied.clone())
-                } else {
-                    (denied.clone(), allowed.to_string())
-                };
-                obj(&[
-                    ("\"jsonrpc\"", "\"2.0\"".into()),
-                    ("\"id\"", id.clone()),
-                    ("\"method\"", "\"tools/call\"".into()),
-                    (
-                        "\"params\"",
-                        obj(&[
-                            ("\"name\"", plain),
-                            (&key, alike),
-                            ("\"arguments\"", "{}".into()),
-                        ]),
-                    ),
-                ])
+                let (plain, alike) = pair(denied_in_variant);
+                let p = obj(&[
+                    ("\"name\"", plain),
+                    (&key, alike),
+                    ("\"arguments\"", "{}".into()),
+                ]);
+                message(Some(&id), &[tools_call, ("\"params\"", p)])
             }
             Shape::LookAlikeMethod { variant } => {
                 let key = variant.spell("method");
-                obj(&[
-                    ("\"jsonrpc\"", "\"2.0\"".into()),
-                    ("\"id\"", id.clone()),
-                    ("\"method\"", "\"ping\"".into()),
-                    (&key, "\"tools/call\"".into()),
-                    (
-                        "\"params\"",
-                        obj(&[("\"name\"", denied.clone()), ("\"arguments\"", "{}".into())]),
-                    ),
-                ])
+                message(
+                    Some(&id),
+                    &[
+                        ("\"method\"", "\"ping\"".into()),
+                        (&key, "\"tools/call\"".into()),
+                        ("\"params\"", params(&denied)),
+                    ],
+                )
             }
             Shape::Concatenated { separator } => {
                 let sep = match separator {
@@ -571,7 +533,7 @@ impl Smuggle {
                     Separator::Space => " ",
                     Separator::CrLf => "\r\n",
                 };
-                format!("{}{sep}{}", call(allowed, "8"), call(&denied, &id))
+                format!("{}{sep}{}", call(&allowed, "8"), call(&denied, &id))
             }
             Shape::Comment { block } => {
                 let c = if block { "/* x */" } else { "// x\n" };
@@ -584,16 +546,14 @@ impl Smuggle {
                 let cut = full.len() - 1 - ws.len();
                 format!("{},{}", &full[..cut], &full[cut..])
             }
-            Shape::UnknownMember => obj(&[
-                ("\"jsonrpc\"", "\"2.0\"".into()),
-                ("\"id\"", id.clone()),
-                ("\"method\"", "\"tools/call\"".into()),
-                ("\"x-gate\"", "\"bypass\"".into()),
-                (
-                    "\"params\"",
-                    obj(&[("\"name\"", denied.clone()), ("\"arguments\"", "{}".into())]),
-                ),
-            ]),
+            Shape::UnknownMember => message(
+                Some(&id),
+                &[
+                    tools_call,
+                    ("\"x-gate\"", "\"bypass\"".into()),
+                    ("\"params\"", params(&denied)),
+                ],
+            ),
             Shape::Stringified => {
                 let inner = call(&denied, &id);
                 serde_json::to_string(&inner).unwrap_or_default()
@@ -929,7 +889,6 @@ mod tests {
 
     #[test]
     fn every_shape_renders_and_the_gate_forwards_none() {
-        let mut u = 0u32;
         // Deterministic sweep over many decoded models.
         for seed in 0..2000u32 {
             let bytes: Vec<u8> = (0..32)
@@ -938,17 +897,14 @@ mod tests {
             let m = Smuggle::from_bytes(&bytes);
             assert!(!m.to_bytes().is_empty());
             check_smuggle(&bytes).unwrap_or_else(|f| panic!("{m:?}: {f}"));
-            u += 1;
         }
-        assert_eq!(u, 2000);
     }
 
     #[test]
-    fn the_plain_denied_call_is_valid_json_naming_the_tool() {
+    fn the_plain_denied_call_is_json_naming_the_tool() {
         let b = Smuggle::plain().to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["params"]["name"], DENIED);
-        assert!(Smuggle::plain().is_valid_call());
     }
 
     #[test]

@@ -5,8 +5,8 @@
 
 use crate::case::{self, Case, Profile, Source, TransportKind};
 use crate::fuzz::targets::tools_run_by;
-use crate::lanes::{self, Keep, Lane};
-use crate::run::{tempfile_dir, RunError, Target};
+use crate::lanes::{self, Lane};
+use crate::run::{RunError, Target};
 use crate::transport::exchange::{self, Settings};
 use crate::verdict::{self, Context, Status};
 use crate::witness::json::{self, Personality};
@@ -114,7 +114,6 @@ fn case_text(model: &Smuggle, profile: Profile, transport: TransportKind) -> Opt
                         .iter()
                         .flat_map(tools_run_by)
                         .any(|n| n == CANARY_TOOL)
-                        || model.is_valid_call()
                     {
                         return None;
                     }
@@ -195,21 +194,8 @@ async fn try_model(
 /// Run the fuzzer. Blocks.
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(RunError::Setup)?;
-    let tmp = tempfile_dir()?;
-    let mut keep = Keep::default();
-    let (lanes, target_name) = lanes::resolve(
-        &opts.target,
-        opts.profile,
-        &rt,
-        &tmp.0,
-        &mut keep,
-        opts.self_exe.as_ref(),
-    )?;
+    let opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
     let say = |line: String| {
         if opts.progress {
             let _ = writeln!(std::io::stderr(), "{line}");
@@ -306,7 +292,6 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         iterations as f64 / elapsed.as_secs_f64().max(1e-9),
         findings.len()
     ));
-    drop(keep);
     Ok(FuzzOutcome {
         seed,
         iterations,

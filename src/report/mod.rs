@@ -171,15 +171,20 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
-fn kind_of(r: &Record) -> String {
-    let base = match r.profile {
-        Profile::Server => r.transport.as_str().to_string(),
-        Profile::Gate => format!("gate/{}", r.transport.as_str()),
+/// A lane's name: `http`, `gate/stdio`, `gate/http@first-wins`…
+fn lane_name(profile: Profile, transport: TransportKind, downstream: Option<&str>) -> String {
+    let base = match profile {
+        Profile::Server => transport.as_str().to_string(),
+        Profile::Gate => format!("gate/{}", transport.as_str()),
     };
-    match &r.downstream {
+    match downstream {
         Some(d) => format!("{base}@{d}"),
         None => base,
     }
+}
+
+fn kind_of(r: &Record) -> String {
+    lane_name(r.profile, r.transport, r.downstream.as_deref())
 }
 
 /// Text safe inside XML (attributes or content): escaped, control characters dropped.
@@ -344,14 +349,7 @@ pub struct MatrixRow {
 }
 
 fn lane_of(row: &ReportRow) -> String {
-    let base = match row.profile {
-        Profile::Server => row.transport.as_str().to_string(),
-        Profile::Gate => format!("gate/{}", row.transport.as_str()),
-    };
-    match &row.downstream {
-        Some(d) => format!("{base}@{d}"),
-        None => base,
-    }
+    lane_name(row.profile, row.transport, row.downstream.as_deref())
 }
 
 impl Matrix {

@@ -80,7 +80,7 @@ pub fn read(personality: Personality, bytes: &[u8]) -> Result<Vec<Value>, NotJso
         Personality::Strict => parse_strict(bytes).map(|v| vec![v]),
         Personality::LastWins => whole(serde_json::from_slice::<Value>(bytes)),
         Personality::FirstWins => {
-            whole(serde_json::from_slice::<FirstWins>(bytes).map(|FirstWins(v)| v))
+            whole(serde_json::from_slice::<Read<KeepFirst>>(bytes).map(|Read(v, _)| v))
         }
         Personality::Lenient => parse_lax(bytes),
         Personality::CaseInsensitive => {
@@ -124,120 +124,96 @@ fn fold_names(obj: Map<String, Value>) -> Map<String, Value> {
     out
 }
 
-/// A JSON value in which, for duplicate member names, the first one wins.
-struct FirstWins(Value);
+/// What a reader does with a second member of the same name.
+trait OnDuplicate {
+    /// `Err` refuses the document; `Ok` keeps the map as the rule wants it.
+    fn insert(map: &mut Map<String, Value>, key: String, value: Value) -> Result<(), ()>;
+}
 
-impl<'de> Deserialize<'de> for FirstWins {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = FirstWins;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::Bool(v)))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::from(v)))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::from(v)))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<FirstWins, E> {
-                serde_json::Number::from_f64(v)
-                    .map(|n| FirstWins(Value::Number(n)))
-                    .ok_or_else(|| E::custom("number out of range"))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::String(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::String(v)))
-            }
-            fn visit_unit<E>(self) -> Result<FirstWins, E> {
-                Ok(FirstWins(Value::Null))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<FirstWins, A::Error> {
-                let mut out = Vec::new();
-                while let Some(FirstWins(v)) = seq.next_element()? {
-                    out.push(v);
-                }
-                Ok(FirstWins(Value::Array(out)))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FirstWins, A::Error> {
-                let mut out = Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    let FirstWins(v) = map.next_value()?;
-                    out.entry(key).or_insert(v);
-                }
-                Ok(FirstWins(Value::Object(out)))
-            }
+/// Refuses duplicate member names at any depth (the strict reading).
+struct Refuse;
+impl OnDuplicate for Refuse {
+    fn insert(map: &mut Map<String, Value>, key: String, value: Value) -> Result<(), ()> {
+        if map.contains_key(&key) {
+            return Err(());
         }
-        d.deserialize_any(V)
+        map.insert(key, value);
+        Ok(())
     }
 }
 
-/// A JSON value that refuses duplicate member names at any depth.
-struct NoDuplicates(Value);
+/// The first of duplicate member names wins.
+struct KeepFirst;
+impl OnDuplicate for KeepFirst {
+    fn insert(map: &mut Map<String, Value>, key: String, value: Value) -> Result<(), ()> {
+        map.entry(key).or_insert(value);
+        Ok(())
+    }
+}
 
-impl<'de> Deserialize<'de> for NoDuplicates {
+/// A JSON value read with the duplicate rule `R` applied at every depth.
+struct Read<R>(Value, std::marker::PhantomData<R>);
+
+impl<R> Read<R> {
+    fn of(v: Value) -> Self {
+        Read(v, std::marker::PhantomData)
+    }
+}
+
+impl<'de, R: OnDuplicate> Deserialize<'de> for Read<R> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NoDupVisitor)
+        d.deserialize_any(ReadVisitor::<R>(std::marker::PhantomData))
     }
 }
 
-struct NoDupVisitor;
+struct ReadVisitor<R>(std::marker::PhantomData<R>);
 
-impl<'de> Visitor<'de> for NoDupVisitor {
-    type Value = NoDuplicates;
+impl<'de, R: OnDuplicate> Visitor<'de> for ReadVisitor<R> {
+    type Value = Read<R>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::Bool(v)))
+    fn visit_bool<E>(self, v: bool) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::Bool(v)))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(v)))
+    fn visit_i64<E>(self, v: i64) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::from(v)))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::from(v)))
+    fn visit_u64<E>(self, v: u64) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::from(v)))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<NoDuplicates, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Read<R>, E> {
         serde_json::Number::from_f64(v)
-            .map(|n| NoDuplicates(Value::Number(n)))
+            .map(|n| Read::of(Value::Number(n)))
             .ok_or_else(|| E::custom("number out of range"))
     }
-    fn visit_str<E>(self, v: &str) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::String(v.to_owned())))
+    fn visit_str<E>(self, v: &str) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::String(v.to_owned())))
     }
-    fn visit_string<E>(self, v: String) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::String(v)))
+    fn visit_string<E>(self, v: String) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::String(v)))
     }
-    fn visit_unit<E>(self) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::Null))
+    fn visit_unit<E>(self) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::Null))
     }
-    fn visit_none<E>(self) -> Result<NoDuplicates, E> {
-        Ok(NoDuplicates(Value::Null))
+    fn visit_none<E>(self) -> Result<Read<R>, E> {
+        Ok(Read::of(Value::Null))
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<NoDuplicates, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Read<R>, A::Error> {
         let mut out = Vec::new();
-        while let Some(NoDuplicates(v)) = seq.next_element()? {
+        while let Some(Read::<R>(v, _)) = seq.next_element()? {
             out.push(v);
         }
-        Ok(NoDuplicates(Value::Array(out)))
+        Ok(Read::of(Value::Array(out)))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NoDuplicates, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Read<R>, A::Error> {
         let mut out = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if out.contains_key(&key) {
-                return Err(de::Error::custom("duplicate member name"));
-            }
-            let NoDuplicates(v) = map.next_value()?;
-            out.insert(key, v);
+            let Read::<R>(v, _) = map.next_value()?;
+            R::insert(&mut out, key, v).map_err(|()| de::Error::custom("duplicate member name"))?;
         }
-        Ok(NoDuplicates(Value::Object(out)))
+        Ok(Read::of(Value::Object(out)))
     }
 }
 
@@ -245,7 +221,7 @@ impl<'de> Visitor<'de> for NoDupVisitor {
 /// after unescaping), no lone surrogates, nesting at most 128 deep, nothing after the value.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let NoDuplicates(v) = NoDuplicates::deserialize(&mut de).map_err(|e| NotJson {
+    let Read::<Refuse>(v, _) = Read::deserialize(&mut de).map_err(|e| NotJson {
         detail: e.to_string(),
     })?;
     de.end().map_err(|e| NotJson {
