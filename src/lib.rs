@@ -9,6 +9,7 @@ pub mod case;
 pub mod exit;
 pub mod fuzz;
 pub mod lanes;
+pub mod load;
 pub mod report;
 pub mod run;
 pub mod transport;

@@ -34,6 +34,10 @@ enum Command {
     /// Fuzz a target live: smuggled denied calls generated from a seed, judged by the catalogue's
     /// oracles; failures shrunk and saved as case files (`--save DIR`, replay with `run --cases DIR`).
     Fuzz(Box<FuzzArgs>),
+    /// Load an HTTP target with concurrent clients, checking every answer (right id, right
+    /// result, nothing lost or crossed); reports throughput and latency percentiles. With no
+    /// target: the witness and the reference gate in front of one, side by side.
+    Load(Box<LoadArgs>),
     /// Run the witness: a strict, recording MCP server.
     Witness(WitnessArgs),
     /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
@@ -124,6 +128,27 @@ impl ExchangeArgs {
             ..Settings::default()
         }
     }
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Concurrent clients, each with its own session.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Total requests, spread over the clients (default 2000 when --time is not given either).
+    #[arg(long)]
+    requests: Option<u64>,
+    /// Send for S seconds instead.
+    #[arg(long, conflicts_with = "requests")]
+    time: Option<u64>,
+    /// Seconds one request may take before it counts as lost.
+    #[arg(long, default_value_t = 10)]
+    request_timeout: u64,
+    /// The protocol version to ask for in initialize.
+    #[arg(long, default_value = "2025-11-25")]
+    spec: String,
 }
 
 #[derive(Args, Debug)]
@@ -271,6 +296,7 @@ fn main() -> ExitCode {
             html,
         } => matrix(reports, output, html),
         Command::Fuzz(args) => fuzz_command(*args),
+        Command::Load(args) => load_command(*args),
         Command::Schema => {
             print!("{}", mcp_gauntlet::case::schema_json());
             Ok(exit::SUCCESS)
@@ -288,6 +314,31 @@ fn main() -> ExitCode {
             ExitCode::from(exit::SETUP_FAILED)
         }
     }
+}
+
+fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
+    use mcp_gauntlet::load::{load, summary, LoadOptions};
+    let (target, _) = args.target.resolve(None, Profile::Server);
+    let time = args.time.map(Duration::from_secs);
+    let results = load(LoadOptions {
+        target,
+        concurrency: args.concurrency.max(1),
+        requests: if time.is_none() {
+            Some(args.requests.unwrap_or(2000))
+        } else {
+            None
+        },
+        time,
+        request_timeout: Duration::from_secs(args.request_timeout.max(1)),
+        spec_version: args.spec,
+        self_exe: None,
+    })?;
+    print!("{}", summary(&results));
+    Ok(if results.iter().all(|r| r.clean()) {
+        exit::SUCCESS
+    } else {
+        exit::CASES_FAILED
+    })
 }
 
 fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {

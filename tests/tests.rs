@@ -7,5 +7,6 @@ mod cli;
 mod fuzz;
 mod gate;
 mod hostile;
+mod load;
 mod reports;
 mod util;

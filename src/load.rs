@@ -1,0 +1,288 @@
+//! `mcp-gauntlet load`: concurrent clients, each with its own MCP session, calling `echo` with a
+//! token only that request carries; every answer is checked (status, right id, right token), so a
+//! lost answer or one crossed between clients is counted, not averaged away. Reports throughput
+//! and latency percentiles per lane; for the embedded default, the gate against the witness it
+//! fronts, as a ratio.
+
+use crate::case::{Body, Profile, TransportKind};
+use crate::lanes::{self, Lane};
+use crate::run::{RunError, Target};
+use crate::transport::exchange::Endpoint;
+use crate::transport::http::{exchange, sse_messages, Caps, HttpUrl, Wire};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Options of `mcp-gauntlet load`.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub target: Target,
+    /// Concurrent clients, each with its own session.
+    pub concurrency: usize,
+    /// Total requests (spread over the clients)…
+    pub requests: Option<u64>,
+    /// …or as many as fit in this long.
+    pub time: Option<Duration>,
+    /// Per-request deadline.
+    pub request_timeout: Duration,
+    /// The protocol version asked for in initialize.
+    pub spec_version: String,
+    pub self_exe: Option<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            target: Target::Embedded,
+            concurrency: 8,
+            requests: None,
+            time: None,
+            request_timeout: Duration::from_secs(10),
+            spec_version: "2025-11-25".into(),
+            self_exe: None,
+        }
+    }
+}
+
+/// What one lane did under load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneLoad {
+    pub lane: String,
+    pub sent: u64,
+    /// Answered with the request's own id and token.
+    pub ok: u64,
+    /// Answered, but with another id or another request's result: crossed or corrupted.
+    pub wrong: u64,
+    /// No usable answer: a transport error, a timeout, a non-200 status, or no JSON-RPC response.
+    pub lost: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+    /// Latency percentiles in microseconds: p50, p90, p99, max.
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl LaneLoad {
+    pub fn clean(&self) -> bool {
+        self.wrong == 0 && self.lost == 0 && self.ok == self.sent
+    }
+}
+
+async fn post(
+    url: &HttpUrl,
+    session: Option<&str>,
+    version: Option<&str>,
+    body: Vec<u8>,
+    deadline: tokio::time::Instant,
+) -> Option<(u16, Option<String>, Option<Value>)> {
+    // None: nothing usable came back (a transport error, a timeout, a cut or oversize body).
+    let mut headers = vec![
+        ("host".to_string(), url.authority()),
+        ("content-type".into(), "application/json".into()),
+        (
+            "accept".into(),
+            "application/json, text/event-stream".into(),
+        ),
+        ("connection".into(), "close".into()),
+        ("content-length".into(), body.len().to_string()),
+    ];
+    if let Some(s) = session {
+        headers.push(("mcp-session-id".into(), s.into()));
+    }
+    if let Some(v) = version {
+        headers.push(("mcp-protocol-version".into(), v.into()));
+    }
+    let wire = Wire::Request {
+        method: "POST".into(),
+        path: url.path.clone(),
+        headers,
+        body: Body::from_bytes(body),
+        chunked: false,
+    };
+    let resp = exchange(url, wire, Caps::default(), deadline, false)
+        .await
+        .ok()?;
+    if resp.timed_out || resp.cut_short || resp.truncated {
+        return None;
+    }
+    let session = resp.header("mcp-session-id").map(str::to_string);
+    let message = if resp.is_sse() {
+        sse_messages(&resp.body)
+            .into_iter()
+            .filter_map(Result::ok)
+            .find(|m| m.get("result").is_some() || m.get("error").is_some())
+    } else {
+        serde_json::from_slice(&resp.body).ok()
+    };
+    Some((resp.status, session, message))
+}
+
+/// One client: a session of its own, then calls until told to stop. Returns latencies of the
+/// right answers and the counts of wrong and lost ones.
+async fn client(
+    url: HttpUrl,
+    c: usize,
+    quota: Option<u64>,
+    stop: Option<Instant>,
+    timeout: Duration,
+    version: String,
+) -> (Vec<Duration>, u64, u64, u64) {
+    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0u64, 0u64, 0u64);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet-load", "version": env!("CARGO_PKG_VERSION")}}});
+    let deadline = || tokio::time::Instant::now() + timeout;
+    let session = match post(&url, None, None, init.to_string().into_bytes(), deadline()).await {
+        Some((200, session, Some(m))) if m.get("result").is_some() => session,
+        _ => return (lat, 0, quota.unwrap_or(1), quota.unwrap_or(1)),
+    };
+    let notify = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = post(
+        &url,
+        session.as_deref(),
+        Some(&version),
+        notify.to_string().into_bytes(),
+        deadline(),
+    )
+    .await;
+    let salt: u32 = rand::random();
+    loop {
+        if quota.is_some_and(|q| sent >= q) || stop.is_some_and(|s| Instant::now() >= s) {
+            break;
+        }
+        let id = (c as u64) * 1_000_000_000 + sent + 1;
+        let token = format!("load-{salt:08x}-c{c}-r{sent}");
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": token}}});
+        sent += 1;
+        let t = Instant::now();
+        match post(
+            &url,
+            session.as_deref(),
+            Some(&version),
+            body.to_string().into_bytes(),
+            deadline(),
+        )
+        .await
+        {
+            Some((200, _, Some(m))) => {
+                let right = m.get("id") == Some(&json!(id))
+                    && m.pointer("/result/content/0/text") == Some(&json!(token));
+                if right {
+                    lat.push(t.elapsed());
+                } else {
+                    wrong += 1;
+                }
+            }
+            _ => lost += 1,
+        }
+    }
+    (lat, wrong, lost, sent)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let k = ((sorted.len() as f64 * p) as usize).min(sorted.len() - 1);
+    sorted[k].as_secs_f64() * 1e6
+}
+
+/// Load one HTTP lane.
+pub async fn load_url(url: &HttpUrl, name: &str, opts: &LoadOptions) -> LaneLoad {
+    let clients = opts.concurrency.max(1);
+    let (per, extra) = match opts.requests {
+        Some(n) => (Some(n / clients as u64), n % clients as u64),
+        None => (None, 0),
+    };
+    let started = Instant::now();
+    let stop = opts.time.map(|t| started + t);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let quota = per.map(|q| q + u64::from((c as u64) < extra));
+        tasks.push(tokio::spawn(client(
+            url.clone(),
+            c,
+            quota,
+            stop,
+            opts.request_timeout,
+            opts.spec_version.clone(),
+        )));
+    }
+    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0, 0, 0);
+    for t in tasks {
+        match t.await {
+            Ok((l, w, x, s)) => {
+                lat.extend(l);
+                wrong += w;
+                lost += x;
+                sent += s;
+            }
+            // A client task that died lost whatever it had not finished.
+            Err(_) => lost += 1,
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    lat.sort();
+    LaneLoad {
+        lane: name.to_string(),
+        sent,
+        ok: lat.len() as u64,
+        wrong,
+        lost,
+        seconds,
+        per_second: lat.len() as f64 / seconds.max(1e-9),
+        p50_us: percentile(&lat, 0.5),
+        p90_us: percentile(&lat, 0.9),
+        p99_us: percentile(&lat, 0.99),
+        max_us: lat.last().map_or(0.0, |d| d.as_secs_f64() * 1e6),
+    }
+}
+
+/// The lanes load can drive: HTTP, strict downstream (the personality lanes repeat a gate).
+fn loadable(lane: &Lane) -> Option<&HttpUrl> {
+    match (&lane.endpoint, lane.transport, lane.downstream) {
+        (Endpoint::Http(url), TransportKind::Http, None) => Some(url),
+        _ => None,
+    }
+}
+
+/// Run the load. Blocks. One result per HTTP lane of the target, one lane after another.
+pub fn load(opts: LoadOptions) -> Result<Vec<LaneLoad>, RunError> {
+    if matches!(opts.target, Target::Stdio { .. } | Target::GateStdio { .. }) {
+        return Err(RunError::BadTarget(
+            "load drives HTTP targets (--http, --gate, or the embedded default)".into(),
+        ));
+    }
+    let opened = lanes::open(&opts.target, Profile::Server, opts.self_exe.as_ref())?;
+    let mut out = Vec::new();
+    for lane in &opened.lanes {
+        if let Some(url) = loadable(lane) {
+            out.push(opened.rt.block_on(load_url(url, &lane.kind, &opts)));
+        }
+    }
+    Ok(out)
+}
+
+/// The results as text: one line per lane, then, when both are there, the gate against the
+/// witness it fronts (throughput ratio and added p50 latency).
+pub fn summary(results: &[LaneLoad]) -> String {
+    let mut out = String::new();
+    for r in results {
+        out.push_str(&format!(
+            "[{}] {} sent, {} ok, {} wrong, {} lost in {:.2} s: {:.0}/s, p50 {:.0} us, p90 {:.0} us, p99 {:.0} us, max {:.0} us\n",
+            r.lane, r.sent, r.ok, r.wrong, r.lost, r.seconds, r.per_second, r.p50_us, r.p90_us, r.p99_us, r.max_us
+        ));
+    }
+    let find = |name: &str| results.iter().find(|r| r.lane == name);
+    if let (Some(direct), Some(gate)) = (find("http"), find("gate/http")) {
+        out.push_str(&format!(
+            "gate vs direct: throughput ratio {:.2}, p50 added {:.0} us\n",
+            gate.per_second / direct.per_second.max(1e-9),
+            gate.p50_us - direct.p50_us
+        ));
+    }
+    out
+}
