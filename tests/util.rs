@@ -31,8 +31,13 @@ impl HttpWitness {
 
     /// A witness with extra command-line arguments.
     pub fn start_with(extra: &[&str]) -> HttpWitness {
+        HttpWitness::start_at("127.0.0.1:0", extra)
+    }
+
+    /// A witness listening on `addr`.
+    pub fn start_at(addr: &str, extra: &[&str]) -> HttpWitness {
         let mut cmd = Command::new(bin());
-        cmd.args(["witness", "--http", "127.0.0.1:0"]).args(extra);
+        cmd.args(["witness", "--http", addr]).args(extra);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

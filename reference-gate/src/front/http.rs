@@ -58,6 +58,9 @@ pub async fn serve(listener: TcpListener, front: Arc<HttpFront>) {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // Out of descriptors (or another transient error): back off instead of spinning,
+            // so connections already open keep being served.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             continue;
         };
         let front = front.clone();
