@@ -358,8 +358,15 @@ pub struct Opened {
     pub name: String,
     // Dropped in this order: processes and tasks, then the folder, then the runtime.
     _keep: Keep,
-    _tmp: TempDir,
+    tmp: TempDir,
     pub rt: Arc<Runtime>,
+}
+
+impl Opened {
+    /// The run's temporary folder (removed when this is dropped).
+    pub fn tmp(&self) -> &Path {
+        &self.tmp.0
+    }
 }
 
 /// Start what `target` needs and resolve it to lanes.
@@ -378,7 +385,7 @@ pub fn open(target: &Target, profile: Profile, exe: Option<&PathBuf>) -> Result<
         lanes,
         name,
         _keep: keep,
-        _tmp: tmp,
+        tmp,
         rt,
     })
 }

@@ -1,5 +1,5 @@
-//! `mcp-gauntlet load`: concurrent clients, each with its own MCP session, calling `echo` with a
-//! token only that request carries; every answer is checked (status, right id, right token), so a
+//! `mcp-gauntlet load`: concurrent clients, each with its own MCP session (over stdio: its own
+//! server process), calling `echo` with a token only that request carries; every answer is checked (status, right id, right token), so a
 //! lost answer or one crossed between clients is counted, not averaged away. Reports throughput
 //! and latency percentiles per lane; for the embedded default, the gate against the witness it
 //! fronts, as a ratio.
@@ -9,6 +9,7 @@ use crate::lanes::{self, Lane};
 use crate::run::{RunError, Target};
 use crate::transport::exchange::Endpoint;
 use crate::transport::http::{exchange, sse_messages, Caps, HttpUrl, Wire};
+use crate::transport::stdio::{Line, StdioCommand, StdioProcess};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -119,10 +120,64 @@ async fn post(
     Some((resp.status, session, message))
 }
 
+/// One client's connection: an HTTP session, or a stdio server process of its own.
+enum Conn {
+    Http {
+        url: HttpUrl,
+        session: Option<String>,
+        version: String,
+    },
+    Stdio(StdioProcess),
+}
+
+impl Conn {
+    /// Send one message; for a request, return the response with its id (`None`: nothing usable
+    /// came back before the deadline).
+    async fn call(&mut self, msg: &Value, deadline: tokio::time::Instant) -> Option<Value> {
+        let body = msg.to_string().into_bytes();
+        let expects = msg.get("id").is_some();
+        match self {
+            Conn::Http {
+                url,
+                session,
+                version,
+            } => {
+                let is_init = msg["method"] == "initialize";
+                let v = (!is_init).then_some(version.as_str());
+                let (status, sid, m) = post(url, session.as_deref(), v, body, deadline).await?;
+                if is_init {
+                    *session = sid;
+                }
+                (status == 200 || !expects).then_some(m).flatten()
+            }
+            Conn::Stdio(p) => {
+                let mut line = body;
+                line.push(b'\n');
+                p.send(Body::from_bytes(line)).await;
+                if !expects {
+                    return None;
+                }
+                loop {
+                    match p.read_line(deadline).await.ok()? {
+                        Line::Text(t) => {
+                            let v: Value = serde_json::from_slice(&t).ok()?;
+                            if v.get("result").is_some() || v.get("error").is_some() {
+                                return Some(v);
+                            }
+                            // A server notification or request: not an answer.
+                        }
+                        Line::TooLong(_) | Line::Eof => return None,
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// One client: a session of its own, then calls until told to stop. Returns latencies of the
-/// right answers and the counts of wrong and lost ones.
+/// right answers and the counts of wrong, lost and sent ones.
 async fn client(
-    url: HttpUrl,
+    mut conn: Conn,
     c: usize,
     quota: Option<u64>,
     stop: Option<Instant>,
@@ -134,19 +189,12 @@ async fn client(
         "params": {"protocolVersion": version, "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet-load", "version": env!("CARGO_PKG_VERSION")}}});
     let deadline = || tokio::time::Instant::now() + timeout;
-    let session = match post(&url, None, None, init.to_string().into_bytes(), deadline()).await {
-        Some((200, session, Some(m))) if m.get("result").is_some() => session,
+    match conn.call(&init, deadline()).await {
+        Some(m) if m.get("result").is_some() => {}
         _ => return (lat, 0, quota.unwrap_or(1), quota.unwrap_or(1)),
-    };
+    }
     let notify = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = post(
-        &url,
-        session.as_deref(),
-        Some(&version),
-        notify.to_string().into_bytes(),
-        deadline(),
-    )
-    .await;
+    conn.call(&notify, deadline()).await;
     let salt: u32 = rand::random();
     loop {
         if quota.is_some_and(|q| sent >= q) || stop.is_some_and(|s| Instant::now() >= s) {
@@ -158,16 +206,8 @@ async fn client(
             "params": {"name": "echo", "arguments": {"text": token}}});
         sent += 1;
         let t = Instant::now();
-        match post(
-            &url,
-            session.as_deref(),
-            Some(&version),
-            body.to_string().into_bytes(),
-            deadline(),
-        )
-        .await
-        {
-            Some((200, _, Some(m))) => {
+        match conn.call(&body, deadline()).await {
+            Some(m) => {
                 let right = m.get("id") == Some(&json!(id))
                     && m.pointer("/result/content/0/text") == Some(&json!(token));
                 if right {
@@ -176,8 +216,11 @@ async fn client(
                     wrong += 1;
                 }
             }
-            _ => lost += 1,
+            None => lost += 1,
         }
+    }
+    if let Conn::Stdio(p) = conn {
+        p.kill().await;
     }
     (lat, wrong, lost, sent)
 }
@@ -190,8 +233,16 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[k].as_secs_f64() * 1e6
 }
 
-/// Load one HTTP lane.
-pub async fn load_url(url: &HttpUrl, name: &str, opts: &LoadOptions) -> LaneLoad {
+/// Where a lane's clients connect.
+#[derive(Debug, Clone)]
+pub enum LoadEndpoint {
+    Http(HttpUrl),
+    /// A stdio server command, started once per client.
+    Stdio(String),
+}
+
+/// Load one lane.
+pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) -> LaneLoad {
     let clients = opts.concurrency.max(1);
     let (per, extra) = match opts.requests {
         Some(n) => (Some(n / clients as u64), n % clients as u64),
@@ -200,10 +251,27 @@ pub async fn load_url(url: &HttpUrl, name: &str, opts: &LoadOptions) -> LaneLoad
     let started = Instant::now();
     let stop = opts.time.map(|t| started + t);
     let mut tasks = Vec::new();
+    let mut lost_at_start = 0;
     for c in 0..clients {
         let quota = per.map(|q| q + u64::from((c as u64) < extra));
+        let conn = match endpoint {
+            LoadEndpoint::Http(url) => Conn::Http {
+                url: url.clone(),
+                session: None,
+                version: opts.spec_version.clone(),
+            },
+            LoadEndpoint::Stdio(command) => {
+                match StdioCommand::parse(command).and_then(|cmd| StdioProcess::spawn(&cmd)) {
+                    Ok(p) => Conn::Stdio(p),
+                    Err(_) => {
+                        lost_at_start += quota.unwrap_or(1);
+                        continue;
+                    }
+                }
+            }
+        };
         tasks.push(tokio::spawn(client(
-            url.clone(),
+            conn,
             c,
             quota,
             stop,
@@ -211,7 +279,7 @@ pub async fn load_url(url: &HttpUrl, name: &str, opts: &LoadOptions) -> LaneLoad
             opts.spec_version.clone(),
         )));
     }
-    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0, 0, 0);
+    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0, lost_at_start, lost_at_start);
     for t in tasks {
         match t.await {
             Ok((l, w, x, s)) => {
@@ -241,26 +309,32 @@ pub async fn load_url(url: &HttpUrl, name: &str, opts: &LoadOptions) -> LaneLoad
     }
 }
 
-/// The lanes load can drive: HTTP, strict downstream (the personality lanes repeat a gate).
-fn loadable(lane: &Lane) -> Option<&HttpUrl> {
-    match (&lane.endpoint, lane.transport, lane.downstream) {
-        (Endpoint::Http(url), TransportKind::Http, None) => Some(url),
+/// The lanes load can drive: the strict-downstream ones (personality lanes repeat a gate). A stdio
+/// command's per-case `{witness_log}` goes to a file in `tmp`.
+fn loadable(lane: &Lane, tmp: &std::path::Path) -> Option<LoadEndpoint> {
+    if lane.downstream.is_some() {
+        return None;
+    }
+    match (&lane.endpoint, lane.transport) {
+        (Endpoint::Http(url), TransportKind::Http) => Some(LoadEndpoint::Http(url.clone())),
+        (Endpoint::Stdio { command, .. }, TransportKind::Stdio) => {
+            let log = tmp.join("load-witness.jsonl");
+            let quoted = shell_words::quote(&log.to_string_lossy()).into_owned();
+            Some(LoadEndpoint::Stdio(
+                command.replace("{witness_log}", &quoted),
+            ))
+        }
         _ => None,
     }
 }
 
-/// Run the load. Blocks. One result per HTTP lane of the target, one lane after another.
+/// Run the load. Blocks. One result per lane of the target, one lane after another.
 pub fn load(opts: LoadOptions) -> Result<Vec<LaneLoad>, RunError> {
-    if matches!(opts.target, Target::Stdio { .. } | Target::GateStdio { .. }) {
-        return Err(RunError::BadTarget(
-            "load drives HTTP targets (--http, --gate, or the embedded default)".into(),
-        ));
-    }
     let opened = lanes::open(&opts.target, Profile::Server, opts.self_exe.as_ref())?;
     let mut out = Vec::new();
     for lane in &opened.lanes {
-        if let Some(url) = loadable(lane) {
-            out.push(opened.rt.block_on(load_url(url, &lane.kind, &opts)));
+        if let Some(endpoint) = loadable(lane, opened.tmp()) {
+            out.push(opened.rt.block_on(load_lane(&endpoint, &lane.kind, &opts)));
         }
     }
     Ok(out)
@@ -277,12 +351,14 @@ pub fn summary(results: &[LaneLoad]) -> String {
         ));
     }
     let find = |name: &str| results.iter().find(|r| r.lane == name);
-    if let (Some(direct), Some(gate)) = (find("http"), find("gate/http")) {
-        out.push_str(&format!(
-            "gate vs direct: throughput ratio {:.2}, p50 added {:.0} us\n",
-            gate.per_second / direct.per_second.max(1e-9),
-            gate.p50_us - direct.p50_us
-        ));
+    for transport in ["http", "stdio"] {
+        if let (Some(direct), Some(gate)) = (find(transport), find(&format!("gate/{transport}"))) {
+            out.push_str(&format!(
+                "gate vs direct ({transport}): throughput ratio {:.2}, p50 added {:.0} us\n",
+                gate.per_second / direct.per_second.max(1e-9),
+                gate.p50_us - direct.p50_us
+            ));
+        }
     }
     out
 }

@@ -1,5 +1,6 @@
 //! `mcp-gauntlet load`: the reference gate holds 64 concurrent clients with every answer right,
-//! and the answer checks really count crossed answers (against a server that crosses them).
+//! over HTTP and stdio, and the answer checks really count crossed answers (against a server
+//! that crosses them).
 
 use crate::util::bin;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -28,12 +29,13 @@ fn the_gate_holds_64_concurrent_clients_with_every_answer_right() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert_eq!(counts(&stdout, "http"), (1280, 1280, 0, 0));
-    assert_eq!(counts(&stdout, "gate/http"), (1280, 1280, 0, 0));
-    assert!(
-        stdout.contains("gate vs direct: throughput ratio"),
-        "{stdout}"
-    );
+    for lane in ["http", "stdio", "gate/http", "gate/stdio"] {
+        assert_eq!(counts(&stdout, lane), (1280, 1280, 0, 0), "{lane}");
+    }
+    for transport in ["http", "stdio"] {
+        let line = format!("gate vs direct ({transport}): throughput ratio");
+        assert!(stdout.contains(&line), "{stdout}");
+    }
 }
 
 /// A server that answers each tools/call with the previous call's id and text: crossed answers.
@@ -118,10 +120,43 @@ fn crossed_answers_are_counted_and_fail_the_run() {
 }
 
 #[test]
-fn load_refuses_stdio_targets_as_a_setup_error() {
+fn a_stdio_target_gets_one_process_per_client() {
+    let server = format!("{} witness --stdio", bin().display());
     let out = Command::new(bin())
-        .args(["load", "--stdio", "true"])
+        .args([
+            "load",
+            "--stdio",
+            &server,
+            "--concurrency",
+            "3",
+            "--requests",
+            "30",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(counts(&stdout, "stdio"), (30, 30, 0, 0));
+}
+
+#[test]
+fn a_server_that_dies_loses_its_answers_and_fails_the_run() {
+    // `mute` answers initialize only: every call is lost.
+    let server = format!("{} witness --stdio --broken mute", bin().display());
+    let out = Command::new(bin())
+        .args([
+            "load",
+            "--stdio",
+            &server,
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+        ])
+        .args(["--request-timeout", "1"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(counts(&stdout, "stdio"), (4, 0, 0, 4));
 }
