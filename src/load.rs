@@ -52,6 +52,8 @@ pub struct LaneLoad {
     pub sent: u64,
     /// Answered with the request's own id and token.
     pub ok: u64,
+    /// Answered with the request's id, but with an error (a refusal, a downstream failure).
+    pub errors: u64,
     /// Answered, but with another id or another request's result: crossed or corrupted.
     pub wrong: u64,
     /// No usable answer: a transport error, a timeout, a non-200 status, or no JSON-RPC response.
@@ -67,7 +69,7 @@ pub struct LaneLoad {
 
 impl LaneLoad {
     pub fn clean(&self) -> bool {
-        self.wrong == 0 && self.lost == 0 && self.ok == self.sent
+        self.ok == self.sent
     }
 }
 
@@ -174,8 +176,18 @@ impl Conn {
     }
 }
 
-/// One client: a session of its own, then calls until told to stop. Returns latencies of the
-/// right answers and the counts of wrong, lost and sent ones.
+/// What one client saw.
+#[derive(Default)]
+struct Tally {
+    /// Latencies of the right answers.
+    latencies: Vec<Duration>,
+    errors: u64,
+    wrong: u64,
+    lost: u64,
+    sent: u64,
+}
+
+/// One client: a session of its own, then calls until told to stop.
 async fn client(
     mut conn: Conn,
     c: usize,
@@ -183,46 +195,50 @@ async fn client(
     stop: Option<Instant>,
     timeout: Duration,
     version: String,
-) -> (Vec<Duration>, u64, u64, u64) {
-    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0u64, 0u64, 0u64);
+) -> Tally {
+    let mut t = Tally::default();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": version, "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet-load", "version": env!("CARGO_PKG_VERSION")}}});
     let deadline = || tokio::time::Instant::now() + timeout;
     match conn.call(&init, deadline()).await {
         Some(m) if m.get("result").is_some() => {}
-        _ => return (lat, 0, quota.unwrap_or(1), quota.unwrap_or(1)),
+        _ => {
+            let n = quota.unwrap_or(1);
+            return Tally {
+                lost: n,
+                sent: n,
+                ..Tally::default()
+            };
+        }
     }
     let notify = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     conn.call(&notify, deadline()).await;
     let salt: u32 = rand::random();
     loop {
-        if quota.is_some_and(|q| sent >= q) || stop.is_some_and(|s| Instant::now() >= s) {
+        if quota.is_some_and(|q| t.sent >= q) || stop.is_some_and(|s| Instant::now() >= s) {
             break;
         }
-        let id = (c as u64) * 1_000_000_000 + sent + 1;
-        let token = format!("load-{salt:08x}-c{c}-r{sent}");
+        let id = (c as u64) * 1_000_000_000 + t.sent + 1;
+        let token = format!("load-{salt:08x}-c{c}-r{}", t.sent);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": token}}});
-        sent += 1;
-        let t = Instant::now();
+        t.sent += 1;
+        let started = Instant::now();
         match conn.call(&body, deadline()).await {
-            Some(m) => {
-                let right = m.get("id") == Some(&json!(id))
-                    && m.pointer("/result/content/0/text") == Some(&json!(token));
-                if right {
-                    lat.push(t.elapsed());
-                } else {
-                    wrong += 1;
-                }
+            Some(m) if m.get("id") != Some(&json!(id)) => t.wrong += 1,
+            Some(m) if m.get("error").is_some() => t.errors += 1,
+            Some(m) if m.pointer("/result/content/0/text") == Some(&json!(token)) => {
+                t.latencies.push(started.elapsed())
             }
-            None => lost += 1,
+            Some(_) => t.wrong += 1,
+            None => t.lost += 1,
         }
     }
     if let Conn::Stdio(p) = conn {
         p.kill().await;
     }
-    (lat, wrong, lost, sent)
+    t
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -279,27 +295,34 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
             opts.spec_version.clone(),
         )));
     }
-    let (mut lat, mut wrong, mut lost, mut sent) = (Vec::new(), 0, lost_at_start, lost_at_start);
+    let mut all = Tally {
+        lost: lost_at_start,
+        sent: lost_at_start,
+        ..Tally::default()
+    };
     for t in tasks {
         match t.await {
-            Ok((l, w, x, s)) => {
-                lat.extend(l);
-                wrong += w;
-                lost += x;
-                sent += s;
+            Ok(t) => {
+                all.latencies.extend(t.latencies);
+                all.errors += t.errors;
+                all.wrong += t.wrong;
+                all.lost += t.lost;
+                all.sent += t.sent;
             }
             // A client task that died lost whatever it had not finished.
-            Err(_) => lost += 1,
+            Err(_) => all.lost += 1,
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let mut lat = all.latencies;
     lat.sort();
     LaneLoad {
         lane: name.to_string(),
-        sent,
+        sent: all.sent,
         ok: lat.len() as u64,
-        wrong,
-        lost,
+        errors: all.errors,
+        wrong: all.wrong,
+        lost: all.lost,
         seconds,
         per_second: lat.len() as f64 / seconds.max(1e-9),
         p50_us: percentile(&lat, 0.5),
@@ -346,8 +369,8 @@ pub fn summary(results: &[LaneLoad]) -> String {
     let mut out = String::new();
     for r in results {
         out.push_str(&format!(
-            "[{}] {} sent, {} ok, {} wrong, {} lost in {:.2} s: {:.0}/s, p50 {:.0} us, p90 {:.0} us, p99 {:.0} us, max {:.0} us\n",
-            r.lane, r.sent, r.ok, r.wrong, r.lost, r.seconds, r.per_second, r.p50_us, r.p90_us, r.p99_us, r.max_us
+            "[{}] {} sent, {} ok, {} errors, {} wrong, {} lost in {:.2} s: {:.0}/s, p50 {:.0} us, p90 {:.0} us, p99 {:.0} us, max {:.0} us\n",
+            r.lane, r.sent, r.ok, r.errors, r.wrong, r.lost, r.seconds, r.per_second, r.p50_us, r.p90_us, r.p99_us, r.max_us
         ));
     }
     let find = |name: &str| results.iter().find(|r| r.lane == name);

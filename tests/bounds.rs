@@ -296,3 +296,40 @@ fn a_dead_downstream_is_answered_with_the_downstream_code_and_the_gate_recovers(
     let again = call(gate.addr, &session, 4, "again");
     assert!(ok(&again, 4, "again"), "{again}");
 }
+
+#[test]
+fn under_load_a_downstream_restart_never_crosses_or_loses_an_answer() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let witness = HttpWitness::start_at(&listen, &[]);
+    let gate = start_gate(&witness.url, |c| {
+        c["deadlines"]["connect_ms"] = 500.into();
+        c["deadlines"]["request_ms"] = 1000.into();
+    });
+    let url = format!("http://{}/mcp", gate.addr);
+    let load = Command::new(bin())
+        .args(["load", "--http", &url, "--concurrency", "8", "--time", "3"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The downstream dies and comes back while the clients keep calling.
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(witness);
+    std::thread::sleep(Duration::from_millis(300));
+    let _witness = HttpWitness::start_at(&listen, &[]);
+    let out = load.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let n = |word: &str| -> u64 {
+        let before = stdout.split(&format!(" {word}")).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    eprintln!("{stdout}");
+    // Refusals with the request's own id (-32002) are expected while it is down; an answer
+    // with another id or another request's text, or no answer at all, never.
+    assert_eq!((n("wrong,"), n("lost")), (0, 0), "{stdout}");
+    assert!(n("ok,") > 0, "{stdout}");
+}
