@@ -38,6 +38,13 @@ enum Command {
     /// result, nothing lost or crossed); reports throughput and latency percentiles. With no
     /// target: the witness and the reference gate in front of one, side by side.
     Load(Box<LoadArgs>),
+    /// Measure DESIGN.md's quality bars side by side: canonicalization vs serde_json, the gate vs
+    /// direct (HTTP and stdio, 1 and 64 clients), and the catalogue's wall time; ratios printed.
+    Bench {
+        /// Requests per load measurement.
+        #[arg(long, default_value_t = 4000)]
+        requests: u64,
+    },
     /// Run the witness: a strict, recording MCP server.
     Witness(WitnessArgs),
     /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
@@ -297,6 +304,12 @@ fn main() -> ExitCode {
         } => matrix(reports, output, html),
         Command::Fuzz(args) => fuzz_command(*args),
         Command::Load(args) => load_command(*args),
+        Command::Bench { requests } => mcp_gauntlet::bench::bench(None, requests.max(64))
+            .map(|report| {
+                print!("{report}");
+                exit::SUCCESS
+            })
+            .map_err(anyhow::Error::from),
         Command::Schema => {
             print!("{}", mcp_gauntlet::case::schema_json());
             Ok(exit::SUCCESS)
