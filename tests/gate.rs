@@ -127,3 +127,52 @@ fn config_refuses_colliding_error_codes() {
         Err(reference_gate::config::ConfigError::Codes)
     ));
 }
+
+/// An engine that panics or fails on the canary, run inline or on a blocking thread.
+struct Faulty {
+    inline: bool,
+    panics: bool,
+}
+
+impl reference_gate::policy::Engine for Faulty {
+    fn decide(
+        &self,
+        r: &reference_gate::policy::AgentActionRequest,
+    ) -> Result<reference_gate::policy::Decision, reference_gate::policy::EngineError> {
+        if r.tool == "delete_everything" {
+            if self.panics {
+                panic!("engine bug");
+            }
+            return Err(reference_gate::policy::EngineError("backend down".into()));
+        }
+        Ok(reference_gate::policy::Decision::Allow)
+    }
+    fn runs_inline(&self) -> bool {
+        self.inline
+    }
+}
+
+#[test]
+fn an_engine_that_panics_or_fails_denies_inline_or_not() {
+    use reference_gate::fuzzing::{forwarded_by, RecordingForwarder};
+    use reference_gate::proxy::Proxy;
+    let denied = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}"#;
+    let allowed = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    for inline in [true, false] {
+        for panics in [true, false] {
+            let fwd = std::sync::Arc::new(RecordingForwarder::default());
+            let proxy = Proxy::new(
+                std::sync::Arc::new(Faulty { inline, panics }),
+                fwd.clone(),
+                Default::default(),
+                Default::default(),
+                reference_gate::trace::Tracer::none(),
+            );
+            assert!(
+                forwarded_by(&proxy, &fwd, denied).is_empty(),
+                "inline {inline}, panics {panics}"
+            );
+            assert_eq!(forwarded_by(&proxy, &fwd, allowed).len(), 1);
+        }
+    }
+}

@@ -43,6 +43,13 @@ pub trait Engine: Send + Sync + 'static {
     fn visible(&self, _server_id: &str, _tool: &str) -> bool {
         false
     }
+
+    /// Whether `decide` is pure, bounded computation that cannot block (no I/O, no locks held
+    /// across calls), so the proxy may call it on its own thread instead of handing it to a
+    /// blocking thread under a deadline. A panic still denies. Default: no.
+    fn runs_inline(&self) -> bool {
+        false
+    }
 }
 
 /// `allow` or `deny`.
@@ -106,6 +113,11 @@ impl Engine for RuleEngine {
 
     fn visible(&self, server_id: &str, tool: &str) -> bool {
         self.allows(server_id, tool)
+    }
+
+    /// A scan of the configured rules: bounded, no I/O.
+    fn runs_inline(&self) -> bool {
+        true
     }
 }
 

@@ -456,16 +456,22 @@ impl Proxy {
     /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
     /// The engine's error text is returned for the trace-free fault path only.
     async fn decide(&self, request: AgentActionRequest) -> (Decision, Option<String>) {
-        let engine = self.engine.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.decide(&request)))
-        });
         let failed = if self.faults.allow_on_engine_error {
             Decision::Allow
         } else {
             Decision::Deny
         };
-        match tokio::time::timeout(ENGINE_DEADLINE, task).await {
+        let engine = self.engine.clone();
+        let ask = move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.decide(&request)))
+        };
+        let answer = if self.engine.runs_inline() {
+            // A pure engine (the rule engine): no thread hand-off, no deadline needed.
+            Ok(Ok(ask()))
+        } else {
+            tokio::time::timeout(ENGINE_DEADLINE, tokio::task::spawn_blocking(ask)).await
+        };
+        match answer {
             Ok(Ok(Ok(Ok(d)))) => (d, None),
             Ok(Ok(Ok(Err(e)))) => (failed, Some(e.0)),
             _ => (failed, None),
