@@ -333,3 +333,26 @@ fn under_load_a_downstream_restart_never_crosses_or_loses_an_answer() {
     assert_eq!((n("wrong,"), n("lost")), (0, 0), "{stdout}");
     assert!(n("ok,") > 0, "{stdout}");
 }
+
+#[test]
+fn a_downstream_that_never_accepts_is_answered_within_the_deadline() {
+    // Bound and listening, never accepting: connects complete in the kernel, nothing answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let gate = start_gate(&url, |c| {
+        c["deadlines"]["connect_ms"] = 300.into();
+        c["deadlines"]["request_ms"] = 500.into();
+    });
+    // initialize is answered by the gate itself; the call needs the downstream.
+    let (_, out) = initialize(gate.addr);
+    let session = out
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let answer = call(gate.addr, &session, 9, "anyone");
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    drop(silent);
+}
