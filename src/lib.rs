@@ -15,4 +15,5 @@ pub mod report;
 pub mod run;
 pub mod transport;
 pub mod verdict;
+pub mod versions;
 pub mod witness;

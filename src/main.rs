@@ -259,6 +259,18 @@ struct WitnessArgs {
     /// How it reads ambiguous JSON: like the downstream servers a gate sits in front of.
     #[arg(long, value_enum, default_value_t = Personality::Strict)]
     personality: Personality,
+    /// The protocol versions it speaks (comma-separated): legacy ones through initialize, modern
+    /// ones per request. Default: 2025-06-18, 2025-11-25 and 2026-07-28.
+    #[arg(long, value_delimiter = ',', value_parser = parse_version)]
+    versions: Vec<String>,
+}
+
+fn parse_version(s: &str) -> Result<String, String> {
+    if mcp_gauntlet::versions::looks_like_version(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a YYYY-MM-DD version"))
+    }
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -425,6 +437,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         broken: args.broken.into_iter().collect(),
         sse: args.sse,
         personality: args.personality,
+        versions: args.versions,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()

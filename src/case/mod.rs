@@ -25,6 +25,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "allowed_tool",
     "protocol_version",
     "session_id",
+    "meta",
     "host",
     "path",
     "code_malformed",

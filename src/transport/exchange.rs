@@ -4,7 +4,8 @@
 use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
-use crate::case::{Body, Case, Placeholders, SessionMode};
+use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
+use crate::versions;
 use crate::witness::{Event, WitnessView};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -77,6 +78,14 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
         .set("allowed_tool", settings.allowed_tool.clone())
         .set("protocol_version", settings.spec_version.clone())
         .set("session_id", "")
+        .set(
+            "meta",
+            if versions::is_modern(&settings.spec_version) {
+                versions::request_meta(&settings.spec_version).to_string()
+            } else {
+                "{}".to_string()
+            },
+        )
         .set("code_malformed", settings.codes[0].to_string())
         .set("code_denied", settings.codes[1].to_string())
         .set("code_downstream", settings.codes[2].to_string());
@@ -112,28 +121,61 @@ pub async fn run_case(
 }
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
-fn note_request(obs: &mut Observation, body: &Body) {
+/// Returns the body as the runner reads it (a plain JSON reading), when it can.
+fn note_request(obs: &mut Observation, body: &Body) -> Option<Value> {
     obs.expects_response = true;
-    let Some(bytes) = body.to_vec_within(8 * 1024 * 1024) else {
-        return;
-    };
+    let bytes = body.to_vec_within(8 * 1024 * 1024)?;
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
-    if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(bytes) {
+    let value = serde_json::from_slice::<Value>(bytes).ok()?;
+    if let Value::Object(o) = &value {
         obs.request_readable = true;
         obs.request_id = o.get("id").cloned();
         obs.expects_response = o.contains_key("id");
         obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
     }
+    Some(value)
+}
+
+/// The modern version this case speaks, if the lane is modern and the case wants the runner's
+/// usual setup (`session: initialized`): then the runner gives every request the per-request
+/// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
+fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
+    (versions::is_modern(&settings.spec_version) && case.spec.session == SessionMode::Initialized)
+        .then_some(settings.spec_version.as_str())
+}
+
+/// The case's body with placeholders replaced; a JSON body gets the modern `_meta` when `modern`.
+fn case_body(ph: &Placeholders, spec: Option<&BodySpec>, modern: Option<&str>) -> Body {
+    match (spec, modern) {
+        (Some(BodySpec::Json(v)), Some(version)) => {
+            let mut value = ph.apply_json_value(v);
+            versions::add_meta(&mut value, version);
+            Body::from_bytes(serde_json::to_vec(&value).unwrap_or_default())
+        }
+        _ => ph.body(spec),
+    }
+}
+
+/// A runner-made request (ping, initialize) in the lane's era.
+fn own_request(settings: &Settings, id: &str, method: &str) -> Value {
+    let mut m = json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if versions::is_modern(&settings.spec_version) {
+        versions::add_meta(&mut m, &settings.spec_version);
+    }
+    m
 }
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
+/// The headers every runner request starts with. `own` is a runner-made message (ping,
+/// initialize), whose version and mirrored headers a modern lane adds.
 fn standard_headers(
     url: &HttpUrl,
     settings: &Settings,
     hs: Option<&Handshake>,
+    own: Option<&Value>,
 ) -> Vec<(String, String)> {
     let mut h = vec![
         ("host".to_string(), url.authority()),
@@ -149,6 +191,13 @@ fn standard_headers(
             h.push(("mcp-session-id".into(), s.clone()));
         }
         h.push(("mcp-protocol-version".into(), hs.version.clone()));
+    }
+    // Runner-made requests in a modern lane carry their version and mirrored headers.
+    if hs.is_none() && versions::is_modern(&settings.spec_version) {
+        if let Some(m) = own {
+            h.push(("mcp-protocol-version".into(), settings.spec_version.clone()));
+            h.extend(versions::mirrored_headers(m));
+        }
     }
     for (k, v) in &settings.extra_headers {
         h.push((k.to_ascii_lowercase(), v.clone()));
@@ -205,7 +254,7 @@ async fn http_handshake(
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
     let resp = http::exchange(
         url,
-        post_json(url, standard_headers(url, settings, None), &init),
+        post_json(url, standard_headers(url, settings, None, None), &init),
         Caps::default(),
         deadline,
         false,
@@ -235,7 +284,7 @@ async fn http_handshake(
     // Its answer does not matter to the handshake; a failure shows in the case itself.
     let _ = http::exchange(
         url,
-        post_json(url, standard_headers(url, settings, Some(&hs)), &note),
+        post_json(url, standard_headers(url, settings, Some(&hs), None), &note),
         Caps::default(),
         deadline,
         false,
@@ -247,14 +296,22 @@ async fn http_handshake(
 /// A fresh handshake and a ping: does the endpoint still answer?
 async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
     let deadline = Instant::now() + settings.probe_timeout;
-    let hs = match http_handshake(url, settings, deadline).await {
-        Ok(hs) => hs,
-        Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
+    let hs = if versions::is_modern(&settings.spec_version) {
+        None
+    } else {
+        match http_handshake(url, settings, deadline).await {
+            Ok(hs) => Some(hs),
+            Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
+        }
     };
-    let ping = json!({"jsonrpc": "2.0", "id": PROBE_ID, "method": "ping"});
+    let ping = own_request(settings, PROBE_ID, "ping");
     match http::exchange(
         url,
-        post_json(url, standard_headers(url, settings, Some(&hs)), &ping),
+        post_json(
+            url,
+            standard_headers(url, settings, hs.as_ref(), Some(&ping)),
+            &ping,
+        ),
         Caps::default(),
         deadline,
         false,
@@ -289,8 +346,10 @@ async fn run_http(
             .timeout_ms
             .map_or(settings.case_timeout, Duration::from_millis);
     let spec = &case.spec;
+    let modern = modern_setup(case, settings);
     let hs = match spec.session {
         SessionMode::None => None,
+        SessionMode::Initialized if modern.is_some() => None,
         SessionMode::Initialized => match http_handshake(url, settings, deadline).await {
             Ok(hs) => Some(hs),
             Err(e) => {
@@ -311,9 +370,17 @@ async fn run_http(
     let wire = if let Some(raw) = &req.raw_http {
         Wire::Raw(ph.apply(raw).into_bytes())
     } else {
-        let body = ph.body(req.body.as_ref());
-        note_request(&mut obs, &body);
-        let mut headers = standard_headers(url, settings, hs.as_ref());
+        let body = case_body(&ph, req.body.as_ref(), modern);
+        let read = note_request(&mut obs, &body);
+        let mut headers = standard_headers(url, settings, hs.as_ref(), None);
+        if let Some(version) = modern {
+            // What a conforming modern client sends with this body; the case may override or
+            // remove any of it.
+            headers.push(("mcp-protocol-version".into(), version.to_string()));
+            if let Some(read) = &read {
+                headers.extend(versions::mirrored_headers(read));
+            }
+        }
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
         if !has_body {
@@ -487,7 +554,8 @@ async fn run_stdio(
     };
     let mut ph = base_placeholders(settings);
     let mut lines: Vec<Line> = Vec::new();
-    if spec.session == SessionMode::Initialized {
+    let modern = modern_setup(case, settings);
+    if spec.session == SessionMode::Initialized && modern.is_none() {
         let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
             "params": {"protocolVersion": settings.spec_version, "capabilities": {},
                        "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
@@ -521,7 +589,7 @@ async fn run_stdio(
     }
     let mark = witness.map(WitnessView::mark);
     let req = &spec.request;
-    let mut body = ph.body(req.body.as_ref());
+    let mut body = case_body(&ph, req.body.as_ref(), modern);
     note_request(&mut obs, &body);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
@@ -548,10 +616,8 @@ async fn run_stdio(
             }
         }
     } else {
-        proc.send(line_body(
-            &json!({"jsonrpc": "2.0", "id": BARRIER_ID, "method": "ping"}),
-        ))
-        .await;
+        proc.send(line_body(&own_request(settings, BARRIER_ID, "ping")))
+            .await;
         let (answer, before, err) = read_until_answer(&mut proc, BARRIER_ID, deadline).await;
         lines.extend(before);
         match (&answer, err) {
@@ -641,4 +707,95 @@ async fn run_stdio(
     obs.stderr_tail = proc.stderr_tail();
     proc.kill().await;
     obs
+}
+
+// ---------------------------------------------------------------------------------------------
+// Version probe
+
+/// The id of the runner's version probe.
+pub const DISCOVER_ID: &str = "gauntlet-discover";
+
+/// The newest known version `endpoint` speaks: a modern `server/discover` first (its
+/// `supportedVersions`, or the `supported` list of an unsupported-version error), then a legacy
+/// `initialize` asking for the newest legacy version (the version it answers). `None` when the
+/// endpoint answers neither.
+pub async fn newest_version(endpoint: &Endpoint, settings: &Settings) -> Option<String> {
+    let deadline = Instant::now() + settings.probe_timeout;
+    let mut modern = settings.clone();
+    modern.spec_version = versions::NEWEST.to_string();
+    let discover = own_request(&modern, DISCOVER_ID, "server/discover");
+    let mut legacy = settings.clone();
+    legacy.spec_version = versions::NEWEST_LEGACY.to_string();
+    match endpoint {
+        Endpoint::Http(url) => {
+            let headers = standard_headers(url, &modern, None, Some(&discover));
+            if let Ok(resp) = http::exchange(
+                url,
+                post_json(url, headers, &discover),
+                Caps::default(),
+                deadline,
+                false,
+            )
+            .await
+            {
+                let (msgs, _) = http_messages(&resp);
+                if let Some(v) = msgs.iter().find_map(|m| discovered(m, DISCOVER_ID)) {
+                    return Some(v);
+                }
+            }
+            let hs = http_handshake(url, &legacy, deadline).await.ok()?;
+            versions::KNOWN
+                .contains(&hs.version.as_str())
+                .then_some(hs.version)
+        }
+        Endpoint::Stdio { command, .. } => {
+            // A `{witness_log}` command logs to a throwaway file for the probe.
+            let log = std::env::temp_dir()
+                .join(format!("mcp-gauntlet-probe-{}.jsonl", std::process::id()));
+            let command =
+                command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
+            let cmd = StdioCommand::parse(&command).ok()?;
+            let mut proc = StdioProcess::spawn(&cmd).ok()?;
+            proc.send(line_body(&discover)).await;
+            let short = (Instant::now() + Duration::from_secs(2)).min(deadline);
+            let (answer, _, _) = read_until_answer(&mut proc, DISCOVER_ID, short).await;
+            let mut found = answer.and_then(|a| discovered(&a, DISCOVER_ID));
+            if found.is_none() {
+                let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+                    "params": {"protocolVersion": versions::NEWEST_LEGACY, "capabilities": {},
+                               "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
+                proc.send(line_body(&init)).await;
+                let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
+                found = answer
+                    .as_ref()
+                    .and_then(|a| a.get("result")?.get("protocolVersion")?.as_str())
+                    .filter(|v| versions::KNOWN.contains(v))
+                    .map(str::to_string);
+            }
+            proc.kill().await;
+            let _ = std::fs::remove_file(&log);
+            found
+        }
+    }
+}
+
+/// The newest known version a `server/discover` answer (a result, or an unsupported-version
+/// error) lists.
+fn discovered(answer: &Value, id: &str) -> Option<String> {
+    if answer.get("id") != Some(&json!(id)) {
+        return None;
+    }
+    let list = match (answer.get("result"), answer.get("error")) {
+        (Some(r), None) => r.get("supportedVersions")?,
+        (None, Some(e)) if e.get("code") == Some(&json!(versions::UNSUPPORTED_VERSION)) => {
+            e.get("data")?.get("supported")?
+        }
+        _ => return None,
+    };
+    list.as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|v| versions::KNOWN.contains(v))
+        .max()
+        .map(str::to_string)
 }

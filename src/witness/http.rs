@@ -1,7 +1,8 @@
 //! The witness's Streamable HTTP front: transport rules (Origin, media types, size, sessions,
 //! protocol version, methods) enforced before the protocol core sees a body.
 
-use super::{Broken, Conversation, Fault, Reply, Witness, MAX_MESSAGE, SUPPORTED_VERSIONS};
+use super::{Broken, Conversation, Fault, Reply, Witness, MAX_MESSAGE};
+use crate::versions;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -185,6 +186,10 @@ async fn respond(
     if method == Method::POST || (lax && method == Method::PUT) {
         return post(w, headers, body).await;
     }
+    if w.config.newest_legacy().is_none() && (method == Method::GET || method == Method::DELETE) {
+        // A modern-only server has no listening stream and no sessions to end.
+        return Ok(method_not_allowed());
+    }
     if method == Method::GET {
         if lax {
             return Ok(plain(StatusCode::OK, "witness is up"));
@@ -255,9 +260,33 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
     };
     w.recorder.message("http", &body, header_list(headers));
 
-    let is_initialize = body_is_initialize(&body);
+    // A modern request (a `_meta` version in the body, or a modern version header) is served
+    // statelessly, after its headers are checked against its body; anything else is legacy.
+    let read = one_message(w, &body);
+    let header_version = headers
+        .get(VERSION)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| versions::is_modern(v));
+    let looks_modern =
+        read.as_ref().and_then(versions::meta_version).is_some() || header_version.is_some();
+    let lax_binding = w.config.is(Broken::LaxBinding);
+    let modern = looks_modern && (w.config.speaks_modern() || lax_binding);
+    if modern && !lax && !lax_binding {
+        if let Some(Value::Object(o)) = &read {
+            if !binding_ok(headers, o) {
+                let id = o.get("id").filter(|v| super::valid_id(v)).cloned();
+                let err = json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": versions::HEADER_MISMATCH,
+                              "message": "Header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must equal the body"}});
+                return Ok(json_answer(StatusCode::BAD_REQUEST, &err));
+            }
+        }
+    }
+    let is_initialize = !modern && body_is_initialize(&body);
     let mut session: Option<(String, Conversation)> = None;
-    if !is_initialize {
+    if modern {
+        // No sessions in a modern request: a session header is ignored and none is minted.
+    } else if !is_initialize {
         match session_of(w, headers) {
             Ok(s) => session = Some(s),
             Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
@@ -271,9 +300,9 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
             "Bad Request: initialize must not carry a session",
         ));
     }
-    if !lax && !is_initialize {
+    if !lax && !modern && !is_initialize {
         let negotiated = session.as_ref().and_then(|(_, c)| c.negotiated.clone());
-        if let Err((status, msg)) = version_ok(headers, negotiated.as_deref()) {
+        if let Err((status, msg)) = version_ok(w, headers, negotiated.as_deref()) {
             return Ok(refusal(w, status, msg));
         }
     }
@@ -287,7 +316,13 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
             } else {
                 None
             },
+            batches: false,
         });
+    // `legacy-batch`: no version header, or 2025-03-26, is read as the version with batches.
+    conv.batches = matches!(
+        headers.get(VERSION).map(|v| v.to_str().unwrap_or("")),
+        None | Some("2025-03-26")
+    );
     let reply = w.handle_body(&body, &mut conv);
     let mut answer = match reply {
         Reply::Accepted => Response::builder()
@@ -300,6 +335,7 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         Reply::Message(m) => json_answer(StatusCode::OK, &m),
         Reply::Refused(m) if w.config.is(Broken::Crash500) => crash_page(&m),
         Reply::Refused(m) => json_answer(StatusCode::BAD_REQUEST, &m),
+        Reply::Unknown(m) => json_answer(StatusCode::NOT_FOUND, &m),
         Reply::Fault(Fault::Empty) => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/json")
@@ -385,9 +421,61 @@ fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation)
     }
 }
 
+/// The body as one message, read the way the witness reads (its personality), if it is one.
+fn one_message(w: &Witness, body: &[u8]) -> Option<Value> {
+    let mut values = super::json::read(w.config.personality, body).ok()?;
+    (values.len() == 1).then(|| values.remove(0))
+}
+
+/// The one value of header `name`, as text; `Err` when repeated or not visible ASCII.
+fn one_text<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(());
+    }
+    first.to_str().map(Some).map_err(|_| ())
+}
+
+/// 2026-07-28 header/body binding: `MCP-Protocol-Version` equals the `_meta` version,
+/// `Mcp-Method` the method, and `Mcp-Name` (sentinel-decoded) the name or uri of the named
+/// methods, each present exactly once; no `Mcp-Name` on other methods.
+fn binding_ok(headers: &HeaderMap, body: &serde_json::Map<String, Value>) -> bool {
+    let check = || -> Result<bool, ()> {
+        let as_value = |v: Option<&str>| v.map(|s| Value::String(s.to_string()));
+        let meta = body
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(versions::META_VERSION));
+        if as_value(one_text(headers, VERSION)?).as_ref() != meta || meta.is_none() {
+            return Ok(false);
+        }
+        let method = body.get("method").and_then(Value::as_str);
+        if one_text(headers, "mcp-method")? != method || method.is_none() {
+            return Ok(false);
+        }
+        let name = one_text(headers, "mcp-name")?;
+        if !method.is_some_and(|m| versions::NAMED_METHODS.contains(&m)) {
+            return Ok(name.is_none());
+        }
+        let decoded = match name {
+            Some(n) => Some(versions::decode_header_value(n).ok_or(())?),
+            None => None,
+        };
+        let params = body.get("params");
+        let source = params
+            .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+            .and_then(Value::as_str);
+        Ok(decoded.as_deref() == source && source.is_some())
+    };
+    check().unwrap_or(false)
+}
+
 /// `MCP-Protocol-Version`: absent (the negotiated version applies), or exactly one supported
 /// value equal to the negotiated one.
-fn version_ok(headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Refusal> {
+fn version_ok(w: &Witness, headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Refusal> {
     let bad = (
         StatusCode::BAD_REQUEST,
         "Bad Request: unsupported protocol version",
@@ -400,7 +488,10 @@ fn version_ok(headers: &HeaderMap, negotiated: Option<&str>) -> Result<(), Refus
         return Err(bad);
     }
     let v = first.to_str().map_err(|_| bad)?;
-    if !SUPPORTED_VERSIONS.contains(&v) || negotiated.is_some_and(|n| n != v) {
+    if w.config.is(Broken::LegacyBatch) && v == "2025-03-26" {
+        return Ok(());
+    }
+    if !w.config.speaks(v) || versions::is_modern(v) || negotiated.is_some_and(|n| n != v) {
         return Err(bad);
     }
     Ok(())

@@ -20,10 +20,11 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-/// Protocol versions the witness speaks, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
-/// The version it offers when a client asks for one it does not speak.
-pub const LATEST_VERSION: &str = "2025-11-25";
+/// Protocol versions the witness speaks unless told otherwise, oldest first: the legacy ones
+/// through `initialize`, the modern one per request.
+pub const SUPPORTED_VERSIONS: &[&str] = crate::versions::KNOWN;
+/// The legacy version it offers when a client asks `initialize` for one it does not speak.
+pub const LATEST_VERSION: &str = crate::versions::NEWEST_LEGACY;
 /// The canary tool.
 pub const CANARY_TOOL: &str = "delete_everything";
 /// What the canary answers, so a response shows it ran.
@@ -72,6 +73,13 @@ pub enum Broken {
     /// HTTP: a careless HTTP/1.1 reader (spaces around header names trimmed, first
     /// Content-Length wins, Transfer-Encoding ignored, pipelined requests served).
     LaxHttp,
+    /// Modern requests: routes on the body alone. `MCP-Protocol-Version`, `Mcp-Method` and
+    /// `Mcp-Name` are not compared with the body, and anything that looks modern (the header or a
+    /// `_meta` version) is served without a session.
+    LaxBinding,
+    /// Reads a missing `MCP-Protocol-Version`, or `2025-03-26`, as the version that had batches,
+    /// and executes batch arrays then.
+    LegacyBatch,
 }
 
 /// Witness settings.
@@ -83,11 +91,44 @@ pub struct WitnessConfig {
     pub sse: bool,
     /// How it reads ambiguous JSON (the `lax-json` broken mode reads as [`Personality::Lenient`]).
     pub personality: Personality,
+    /// The protocol versions it speaks; empty: [`SUPPORTED_VERSIONS`].
+    pub versions: Vec<String>,
 }
 
 impl WitnessConfig {
     pub fn is(&self, b: Broken) -> bool {
         self.broken.contains(&b)
+    }
+
+    /// The versions it speaks, oldest first.
+    pub fn versions(&self) -> Vec<String> {
+        if self.versions.is_empty() {
+            SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect()
+        } else {
+            let mut v = self.versions.clone();
+            v.sort();
+            v.dedup();
+            v
+        }
+    }
+
+    pub fn speaks(&self, version: &str) -> bool {
+        self.versions().iter().any(|v| v == version)
+    }
+
+    /// Whether it speaks any modern (handshake-free) version.
+    pub fn speaks_modern(&self) -> bool {
+        self.versions()
+            .iter()
+            .any(|v| crate::versions::is_modern(v))
+    }
+
+    /// The newest legacy version it speaks, if any: what `initialize` offers.
+    pub fn newest_legacy(&self) -> Option<String> {
+        self.versions()
+            .into_iter()
+            .filter(|v| !crate::versions::is_modern(v))
+            .max()
     }
 }
 
@@ -100,6 +141,8 @@ pub enum Reply {
     Message(Value),
     /// A refusal of the whole body: HTTP 400 with this error envelope.
     Refused(Value),
+    /// A modern request for a method the witness does not have: HTTP 404 with this error.
+    Unknown(Value),
     /// The `fault_*` tools' transport-level misbehaviour.
     Fault(Fault),
     /// No answer, ever (`fault_hang`, the `mute` mode).
@@ -120,6 +163,8 @@ pub enum Fault {
 pub struct Conversation {
     /// The version agreed by `initialize`, once answered.
     pub negotiated: Option<String>,
+    /// `legacy-batch` mode: the transport said the version is one that had batches.
+    pub batches: bool,
 }
 
 /// The witness's protocol core, shared by its fronts.
@@ -147,6 +192,7 @@ impl Witness {
                 id.clone(),
                 Conversation {
                     negotiated: Some(negotiated),
+                    batches: false,
                 },
             );
         }
@@ -207,7 +253,10 @@ impl Witness {
                 self.handle_object(loosen_envelope(obj), conv)
             }
             Value::Object(obj) => self.handle_object(obj, conv),
-            Value::Array(items) if self.config.is(Broken::Batch) => {
+            Value::Array(items)
+                if self.config.is(Broken::Batch)
+                    || (self.config.is(Broken::LegacyBatch) && conv.batches) =>
+            {
                 let mut out = Vec::new();
                 for item in items {
                     match self.handle_value(item, conv) {
@@ -284,6 +333,28 @@ impl Witness {
             Some(Value::Null) if any_id => None,
             other => other,
         };
+        // The era is the request's own: a `_meta` protocol version makes it modern (served
+        // statelessly), when the witness speaks a modern version at all.
+        let meta_version = params
+            .get("_meta")
+            .and_then(|m| m.get(crate::versions::META_VERSION));
+        if meta_version.is_some() && self.config.speaks_modern() {
+            return self.handle_modern(&method, &params, id, echo);
+        }
+        if self.config.newest_legacy().is_none() {
+            // A modern-only witness: a request without per-request metadata is malformed;
+            // `initialize` is told which versions there are.
+            return match (id, method.as_str()) {
+                (None, _) => self.accepted(),
+                (Some(id), "initialize") => Reply::Refused(self.unsupported(id, None)),
+                (Some(id), _) => Reply::Refused(self.error(
+                    id,
+                    -32602,
+                    "Invalid params: _meta must name the protocol version",
+                    "no _meta",
+                )),
+            };
+        }
         let Some(id) = id else {
             // A notification: never answered.
             if any_id {
@@ -299,7 +370,13 @@ impl Witness {
                 "no initialize",
             ));
         }
-        match self.call(&method, &params, conv) {
+        let outcome = self.call(&method, &params, conv);
+        self.finish(id, outcome)
+    }
+
+    /// The reply to a request whose method ran (or was refused by its params).
+    fn finish(&self, id: Value, outcome: Result<Outcome, i64>) -> Reply {
+        match outcome {
             Ok(Outcome::Result(r)) => {
                 Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r}))
             }
@@ -315,6 +392,86 @@ impl Witness {
             })),
             Err(code) => Reply::Message(self.error(id, code, "Invalid params", "params")),
         }
+    }
+
+    /// A modern request: its `_meta` names the version and the client's capabilities; no
+    /// handshake is needed and none is possible.
+    fn handle_modern(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        id: Option<Value>,
+        echo: Value,
+    ) -> Reply {
+        let lax = self.config.is(Broken::AnyVersion);
+        let meta = params.get("_meta").and_then(Value::as_object);
+        let version = meta
+            .and_then(|m| m.get(crate::versions::META_VERSION))
+            .and_then(Value::as_str);
+        let Some(version) = version else {
+            return Reply::Refused(self.error(
+                echo,
+                -32602,
+                "Invalid params: _meta protocolVersion must be a string",
+                "_meta version",
+            ));
+        };
+        let speaks = self.config.speaks(version) && crate::versions::is_modern(version);
+        if !speaks && !lax {
+            return Reply::Refused(self.unsupported(echo, Some(version)));
+        }
+        let capabilities = meta.and_then(|m| m.get(crate::versions::META_CAPABILITIES));
+        if !capabilities.is_some_and(Value::is_object) && !lax {
+            return Reply::Refused(self.error(
+                echo,
+                -32602,
+                "Invalid params: _meta must carry the client capabilities",
+                "_meta capabilities",
+            ));
+        }
+        let mut conv = Conversation {
+            negotiated: Some(version.to_string()),
+            batches: false,
+        };
+        let Some(id) = id else {
+            if self.config.is(Broken::AnyId) {
+                let _ = self.call(method, params, &mut conv);
+            }
+            return self.accepted();
+        };
+        let outcome = match method {
+            "initialize" => Ok(Outcome::Error(-32601, "Method not found")),
+            "server/discover" => Ok(Outcome::Result(json!({
+                "supportedVersions": self.config.versions(),
+                "capabilities": {"tools": {"listChanged": false}},
+                "ttlMs": 0,
+                "_meta": {"io.modelcontextprotocol/serverInfo":
+                    {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}}
+            }))),
+            _ => self.call(method, params, &mut conv),
+        };
+        match outcome {
+            Ok(Outcome::Result(mut r)) => {
+                if let Value::Object(o) = &mut r {
+                    o.insert("resultType".into(), Value::String("complete".into()));
+                }
+                Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r}))
+            }
+            Ok(Outcome::Error(-32601, msg)) => Reply::Unknown(self.error(id, -32601, msg, msg)),
+            other => self.finish(id, other),
+        }
+    }
+
+    /// The 2026-07-28 unsupported-version error, listing what the witness speaks.
+    fn unsupported(&self, id: Value, requested: Option<&str>) -> Value {
+        let mut e = self.error(
+            id,
+            crate::versions::UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+            "version",
+        );
+        e["error"]["data"] = json!({"supported": self.config.versions(), "requested": requested});
+        e
     }
 
     /// Run a method. `Err(code)` is a protocol error about the params.
@@ -335,14 +492,20 @@ impl Witness {
                 {
                     return Err(-32602);
                 }
-                let version = if SUPPORTED_VERSIONS.contains(&requested)
-                    || self.config.is(Broken::AnyVersion)
-                {
-                    requested
-                } else {
-                    LATEST_VERSION
+                let Some(newest) = self.config.newest_legacy() else {
+                    return Ok(Outcome::Error(-32601, "Method not found"));
                 };
-                conv.negotiated = Some(version.to_string());
+                let speaks =
+                    self.config.speaks(requested) && !crate::versions::is_modern(requested);
+                // `legacy-batch`: agrees to the version that had batches, and allows them.
+                let batch_era = self.config.is(Broken::LegacyBatch) && requested == "2025-03-26";
+                conv.batches = batch_era;
+                let version = if speaks || batch_era || self.config.is(Broken::AnyVersion) {
+                    requested.to_string()
+                } else {
+                    newest
+                };
+                conv.negotiated = Some(version.clone());
                 Ok(Outcome::Result(json!({
                     "protocolVersion": version,
                     "capabilities": {"tools": {"listChanged": false}},
@@ -534,6 +697,7 @@ mod tests {
     fn initialized() -> Conversation {
         Conversation {
             negotiated: Some(LATEST_VERSION.into()),
+            batches: false,
         }
     }
 

@@ -85,7 +85,7 @@ async fn handle_line<W: AsyncWrite + Unpin>(
     witness.recorder.message("stdio", line, Vec::new());
     match witness.handle_body(line, conv) {
         Reply::Accepted | Reply::Hang => Ok(()),
-        Reply::Message(m) => write_line(output, &m.to_string()).await,
+        Reply::Message(m) | Reply::Unknown(m) => write_line(output, &m.to_string()).await,
         Reply::Refused(m) if witness.config.is(Broken::Crash500) => {
             let _ = m;
             output

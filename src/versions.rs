@@ -1,0 +1,210 @@
+//! MCP protocol versions as the suite knows them: which exist, which era each belongs to, and the
+//! per-request metadata a modern (2026-07-28 and later) request carries in its body and, over
+//! HTTP, mirrors into headers.
+//!
+//! Legacy versions (2025-11-25 and earlier) agree on a version once, with `initialize`, and HTTP
+//! keeps it in a session. Modern versions have no handshake and no session: every request names
+//! its version and the client's capabilities in `params._meta`, and over HTTP the
+//! `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers must equal the body.
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+/// Versions the suite runs, oldest first (`--spec all`).
+pub const KNOWN: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+/// The first version without a handshake.
+pub const MODERN_FIRST: &str = "2026-07-28";
+/// The newest version the suite knows.
+pub const NEWEST: &str = MODERN_FIRST;
+/// The legacy version the runner asks for in `initialize` when it probes a target.
+pub const NEWEST_LEGACY: &str = "2025-11-25";
+
+/// `_meta` keys of the per-request protocol fields.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// The 2026-07-28 error codes (reserved sub-range -32020..=-32099).
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const MISSING_CAPABILITY: i64 = -32021;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
+pub const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
+
+/// Whether `version` is of the modern era (a `YYYY-MM-DD` string at or after 2026-07-28).
+pub fn is_modern(version: &str) -> bool {
+    looks_like_version(version) && version >= MODERN_FIRST
+}
+
+/// `YYYY-MM-DD`, digits and dashes only.
+pub fn looks_like_version(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// Which versions a run uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec {
+    /// The newest version the target speaks, found by probing it.
+    Newest,
+    /// Exactly this one.
+    One(String),
+    /// Every known version, one set of lanes each.
+    All,
+}
+
+impl std::str::FromStr for Spec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Spec, String> {
+        match s {
+            "all" => Ok(Spec::All),
+            "newest" => Ok(Spec::Newest),
+            v if looks_like_version(v) => Ok(Spec::One(v.to_string())),
+            other => Err(format!(
+                "`{other}` is not a version (YYYY-MM-DD), `newest` or `all`; known: {}",
+                KNOWN.join(", ")
+            )),
+        }
+    }
+}
+
+/// The `_meta` a modern request carries.
+pub fn request_meta(version: &str) -> Value {
+    json!({
+        META_VERSION: version,
+        META_CAPABILITIES: {},
+        META_CLIENT_INFO: {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// Give a request (or each request in an array) the modern `_meta` when it has none of its own:
+/// `params` is created when absent; a `params` that is not an object, or a `_meta` the case wrote
+/// itself, is left as the case wrote it. Responses and non-objects are left alone.
+pub fn add_meta(message: &mut Value, version: &str) {
+    match message {
+        Value::Array(items) => items.iter_mut().for_each(|m| add_meta(m, version)),
+        Value::Object(o) if o.get("method").is_some_and(Value::is_string) => {
+            let params = o
+                .entry("params")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(p) = params {
+                if !p.contains_key("_meta") {
+                    p.insert("_meta".into(), request_meta(version));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The version a message names in `params._meta`, if it names one (as any JSON value).
+pub fn meta_version(message: &Value) -> Option<&Value> {
+    message.get("params")?.get("_meta")?.get(META_VERSION)
+}
+
+/// The headers a conforming modern client sends for `message`: `Mcp-Method` always (when the
+/// method is a string), `Mcp-Name` for the named methods, the sentinel encoding when the name
+/// is not a plain header value.
+pub fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some(method) = message.get("method").and_then(Value::as_str) else {
+        return out;
+    };
+    out.push(("mcp-method".to_string(), header_value(method)));
+    if NAMED_METHODS.contains(&method) {
+        let params = message.get("params");
+        let name = params
+            .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+            .and_then(Value::as_str);
+        if let Some(name) = name {
+            out.push(("mcp-name".to_string(), header_value(name)));
+        }
+    }
+    out
+}
+
+/// A header value as the 2026-07-28 value encoding says: as-is when it is visible ASCII with
+/// inner spaces only and does not look like the sentinel, else `=?base64?…?=`.
+pub fn header_value(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && !v.starts_with(' ')
+        && !v.ends_with(' ')
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain {
+        v.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
+        )
+    }
+}
+
+/// Decode a header value that may use the sentinel encoding. `None` when the sentinel's payload
+/// is not base64 of UTF-8.
+pub fn decode_header_value(v: &str) -> Option<String> {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(payload) => base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eras() {
+        assert!(!is_modern("2025-11-25"));
+        assert!(is_modern("2026-07-28"));
+        assert!(is_modern("2099-01-01"));
+        assert!(!is_modern("2026-07-28 "));
+        assert!(!is_modern("latest"));
+    }
+
+    #[test]
+    fn meta_is_added_once_and_never_over_the_case() {
+        let mut m =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}});
+        add_meta(&mut m, "2026-07-28");
+        assert_eq!(meta_version(&m), Some(&json!("2026-07-28")));
+        let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {}}});
+        add_meta(&mut own, "2026-07-28");
+        assert_eq!(meta_version(&own), None);
+        let mut batch = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"result": {}}]);
+        add_meta(&mut batch, "2026-07-28");
+        assert!(meta_version(&batch[0]).is_some());
+        assert!(batch[1].get("params").is_none());
+    }
+
+    #[test]
+    fn names_use_the_sentinel_when_not_plain() {
+        assert_eq!(header_value("echo"), "echo");
+        let enc = header_value("délete");
+        assert!(enc.starts_with("=?base64?"));
+        assert_eq!(decode_header_value(&enc).as_deref(), Some("délete"));
+        assert!(header_value(" padded").starts_with("=?base64?"));
+        assert!(header_value("=?base64?x?=").starts_with("=?base64?"));
+        assert_eq!(decode_header_value("=?base64?!!?="), None);
+        let m = json!({"method": "tools/call", "params": {"name": "echo"}});
+        assert_eq!(
+            mirrored_headers(&m),
+            vec![
+                ("mcp-method".to_string(), "tools/call".to_string()),
+                ("mcp-name".to_string(), "echo".to_string())
+            ]
+        );
+    }
+}
