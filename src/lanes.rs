@@ -4,8 +4,9 @@
 
 use crate::case::{Profile, TransportKind};
 use crate::run::{RunError, Target};
-use crate::transport::exchange::Endpoint;
+use crate::transport::exchange::{self, Endpoint, Settings};
 use crate::transport::http::HttpUrl;
+use crate::versions::Spec;
 use crate::witness::{self, Personality, Recorder, Witness, WitnessConfig, WitnessView};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tokio::runtime::Runtime;
 pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.json");
 
 /// One way of sending cases.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Lane {
     pub transport: TransportKind,
     pub profile: Profile,
@@ -29,6 +30,13 @@ pub struct Lane {
     pub downstream: Option<Personality>,
     /// Only cases whose id starts with one of these (all cases when empty).
     pub families: Vec<&'static str>,
+    /// The protocol version its cases speak.
+    pub version: String,
+    /// Whether the run has lanes for several versions (then the version is part of its name).
+    pub version_in_name: bool,
+    /// Held while a case runs on a lane that reads a shared witness record, so each case sees
+    /// only its own; lanes of several versions over one witness share it.
+    pub serial: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
@@ -40,9 +48,19 @@ impl Lane {
         self.families.is_empty() || self.families.iter().any(|f| id.starts_with(f))
     }
 
-    /// The downstream personality's name, for reports.
-    pub fn downstream_name(&self) -> Option<String> {
-        self.downstream.map(|p| p.as_str().to_string())
+    /// A record of a case on this lane (its verdict, when it ran).
+    pub fn record(
+        &self,
+        case: &crate::case::Case,
+        verdict: Option<&crate::verdict::Verdict>,
+        elapsed_ms: u64,
+    ) -> crate::report::Record {
+        let mut r =
+            crate::report::Record::new(case, self.transport, self.profile, verdict, elapsed_ms);
+        r.downstream = self.downstream.map(|p| p.as_str().to_string());
+        r.version = self.version.clone();
+        r.lane_version = self.version_in_name.then(|| self.version.clone());
+        r
     }
 
     /// This lane in front of a witness of `personality`: its kind says so, and it runs only the
@@ -276,7 +294,60 @@ pub fn plain_lane(
         witness,
         downstream: None,
         families: Vec::new(),
+        version: crate::versions::NEWEST_LEGACY.to_string(),
+        version_in_name: false,
+        serial: Arc::new(tokio::sync::Mutex::new(())),
     }
+}
+
+/// The versions `spec` means for the opened target: all known ones, the one given, or the
+/// newest the target answers (probed on its first lane; the newest legacy version when it
+/// answers no probe).
+pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Vec<String> {
+    match spec {
+        Spec::All => crate::versions::KNOWN
+            .iter()
+            .map(|v| v.to_string())
+            .collect(),
+        Spec::One(v) => vec![v.clone()],
+        Spec::Newest => {
+            let probed = opened.lanes.first().and_then(|lane| {
+                opened
+                    .rt
+                    .block_on(exchange::newest_version(&lane.endpoint, settings))
+            });
+            vec![probed.unwrap_or_else(|| {
+                eprintln!(
+                    "note: the target answered neither server/discover nor initialize; using {}",
+                    crate::versions::NEWEST_LEGACY
+                );
+                crate::versions::NEWEST_LEGACY.to_string()
+            })]
+        }
+    }
+}
+
+/// Repeat the opened lanes once per version (lanes in front of lenient downstream
+/// personalities only for the newest, as their family does not depend on the version).
+pub fn with_versions(lanes: Vec<Lane>, versions: &[String]) -> Vec<Lane> {
+    let several = versions.len() > 1;
+    let newest = versions.iter().max();
+    let mut out = Vec::new();
+    for v in versions {
+        for lane in &lanes {
+            if lane.downstream.is_some() && Some(v) != newest {
+                continue;
+            }
+            let mut lane = lane.clone();
+            lane.version = v.clone();
+            lane.version_in_name = several;
+            if several {
+                lane.kind = format!("{} {v}", lane.kind);
+            }
+            out.push(lane);
+        }
+    }
+    out
 }
 
 /// This program, for child processes (the stdio witness, the embedded stdio gate).

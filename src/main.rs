@@ -6,6 +6,7 @@ use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
 use mcp_gauntlet::transport::exchange::Settings;
+use mcp_gauntlet::versions::Spec;
 use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,9 +114,11 @@ impl TargetArgs {
 /// How each case (or fuzz input) is exchanged with the target.
 #[derive(Args, Debug)]
 struct ExchangeArgs {
-    /// The protocol version to ask for in initialize.
-    #[arg(long, default_value = "2025-11-25")]
-    spec: String,
+    /// The protocol version(s) to speak: a version (2025-06-18, 2025-11-25, 2026-07-28), `all`
+    /// (one set of lanes per version), or `newest` (the newest the target answers: a
+    /// server/discover probe, then initialize).
+    #[arg(long, default_value = "newest")]
+    spec: Spec,
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
     case_timeout: u64,
@@ -126,9 +129,8 @@ struct ExchangeArgs {
 }
 
 impl ExchangeArgs {
-    fn settings(self) -> Settings {
+    fn settings(&self) -> Settings {
         Settings {
-            spec_version: self.spec,
             case_timeout: Duration::from_secs(self.case_timeout.max(1)),
             probe_timeout: Duration::from_secs(self.case_timeout.clamp(1, 5)),
             settle: Duration::from_millis(self.settle_ms),
@@ -378,6 +380,7 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
         max_findings: args.max_findings.max(1),
         save: args.save,
         settings: args.exchange.settings(),
+        spec: args.exchange.spec,
         self_exe: None,
         progress: true,
     })?;
@@ -410,6 +413,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
             allowed_tool: args.allowed_tool,
             ..args.exchange.settings()
         },
+        spec: args.exchange.spec,
         total_timeout: Duration::from_secs(args.total_timeout.max(1)),
         report: args.report,
         junit: args.junit,

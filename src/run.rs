@@ -71,6 +71,8 @@ pub struct RunOptions {
     pub extra_cases: Vec<PathBuf>,
     pub headers: Vec<String>,
     pub settings: Settings,
+    /// Which protocol versions to run.
+    pub spec: crate::versions::Spec,
     pub total_timeout: Duration,
     pub report: Option<PathBuf>,
     /// JUnit XML output.
@@ -96,6 +98,7 @@ impl Default for RunOptions {
             extra_cases: Vec::new(),
             headers: Vec::new(),
             settings: Settings::default(),
+            spec: crate::versions::Spec::Newest,
             total_timeout: Duration::from_secs(1800),
             report: None,
             junit: None,
@@ -149,6 +152,8 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let versions = lanes::pick_versions(&opened, &opts.spec, &settings);
+    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &versions);
     let rt = opened.rt.clone();
     let target_name = opened.name.clone();
 
@@ -162,7 +167,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     for lane in std::mem::take(&mut opened.lanes) {
         let lane = Arc::new(lane);
         // Cases that read a shared witness record run one at a time, so each sees only its own.
-        let serial = Arc::new(tokio::sync::Mutex::new(()));
+        let serial = lane.serial.clone();
+        let mut settings = settings.clone();
+        settings.spec_version = lane.version.clone();
         for (index, case) in catalogue.cases.iter().enumerate() {
             // `--shard K/N`: this run takes every N-th case, starting at the K-th.
             if let Some((k, n)) = opts.shard {
@@ -182,9 +189,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             let name = case.id.clone();
             let kind = lane.kind.clone();
             if !applies {
-                let mut record = Record::new(&case, lane.transport, lane.profile, None, 0);
-                record.downstream = lane.downstream_name();
-                collector.push(record);
+                collector.push(lane.record(&case, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -206,8 +211,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 Trial::test(name, move || {
                     if Instant::now() > global_deadline {
                         let msg = "the run's total deadline passed before this case started";
-                        let mut record = Record::new(&case, lane.transport, lane.profile, None, 0);
-                        record.downstream = lane.downstream_name();
+                        let mut record = lane.record(&case, None, 0);
                         record.verdict = "fail".into();
                         record.findings.push(verdict::Finding {
                             check: verdict::Check::Setup,
@@ -217,7 +221,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         collector.push(record);
                         return Err(Failed::from(msg));
                     }
-                    let check_alive = case.expectation(profile, strict).alive.unwrap_or(true);
+                    let check_alive = case
+                        .expectation(profile, strict, &settings.spec_version)
+                        .alive.unwrap_or(true);
                     let obs = rt.block_on(async {
                         let _guard = match &lane.witness {
                             Some(_) => Some(serial.lock().await),
@@ -237,7 +243,8 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         strict,
                         transport: lane.transport,
                         secrets: secrets.clone(),
-                        codes: settings.codes,
+                        codes: settings.code_table(),
+                        version: settings.spec_version.clone(),
                         method: case
                             .spec
                             .request
@@ -247,14 +254,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         placeholders: exchange::base_placeholders(&settings),
                     };
                     let v = verdict::judge(&case, &obs, &ctx);
-                    let mut record = Record::new(
-                        &case,
-                        lane.transport,
-                        profile,
-                        Some(&v),
-                        obs.elapsed.as_millis() as u64,
-                    );
-                    record.downstream = lane.downstream_name();
+                    let mut record = lane.record(&case, Some(&v), obs.elapsed.as_millis() as u64);
                     // Whatever came back may echo a `--header` value: never into any output.
                     for f in &mut record.findings {
                         f.message = report::redact(&f.message, &secrets);
@@ -307,7 +307,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             Target::Gate { .. } | Target::GateStdio { .. } => Profile::Gate.as_str().into(),
             _ => opts.profile.as_str().into(),
         },
-        spec: settings.spec_version.clone(),
+        spec: versions.join(","),
         strict: opts.strict,
     };
     let write = |path: &PathBuf, text: String| {

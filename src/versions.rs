@@ -82,19 +82,36 @@ pub fn request_meta(version: &str) -> Value {
     })
 }
 
-/// Give a request (or each request in an array) the modern `_meta` when it has none of its own:
-/// `params` is created when absent; a `params` that is not an object, or a `_meta` the case wrote
-/// itself, is left as the case wrote it. Responses and non-objects are left alone.
+/// Give a request (or each request in an array) the modern `_meta`: `params` is created when
+/// absent; a `_meta` object the case wrote keeps its members and gains the missing protocol
+/// fields; a `params` or `_meta` that is not an object is left as the case wrote it. Responses
+/// and non-objects are left alone.
 pub fn add_meta(message: &mut Value, version: &str) {
+    add_meta_value(message, &request_meta(version));
+}
+
+/// [`add_meta`] with a given `_meta` value.
+pub fn add_meta_value(message: &mut Value, meta: &Value) {
     match message {
-        Value::Array(items) => items.iter_mut().for_each(|m| add_meta(m, version)),
+        Value::Array(items) => items.iter_mut().for_each(|m| add_meta_value(m, meta)),
         Value::Object(o) if o.get("method").is_some_and(Value::is_string) => {
             let params = o
                 .entry("params")
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(p) = params {
-                if !p.contains_key("_meta") {
-                    p.insert("_meta".into(), request_meta(version));
+                match (p.get_mut("_meta"), meta) {
+                    // The case's own `_meta` keeps its members; the protocol's missing ones join.
+                    (Some(Value::Object(own)), Value::Object(add)) => {
+                        for (k, v) in add {
+                            if !own.contains_key(k) {
+                                own.insert(k.clone(), v.clone());
+                            }
+                        }
+                    }
+                    (Some(_), _) => {}
+                    (None, _) => {
+                        p.insert("_meta".into(), meta.clone());
+                    }
                 }
             }
         }
@@ -180,9 +197,15 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}});
         add_meta(&mut m, "2026-07-28");
         assert_eq!(meta_version(&m), Some(&json!("2026-07-28")));
-        let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {}}});
+        let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "ping",
+            "params": {"_meta": {"x": 1, META_VERSION: "2099-01-01"}}});
         add_meta(&mut own, "2026-07-28");
-        assert_eq!(meta_version(&own), None);
+        assert_eq!(meta_version(&own), Some(&json!("2099-01-01")));
+        assert_eq!(own["params"]["_meta"]["x"], 1);
+        assert!(own["params"]["_meta"][META_CAPABILITIES].is_object());
+        let mut odd = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": 5}});
+        add_meta(&mut odd, "2026-07-28");
+        assert_eq!(odd["params"]["_meta"], 5);
         let mut batch = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"result": {}}]);
         add_meta(&mut batch, "2026-07-28");
         assert!(meta_version(&batch[0]).is_some());

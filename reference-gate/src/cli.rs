@@ -79,9 +79,10 @@ pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Re
         None => Tracer::none(),
     };
     let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
-    Ok(Arc::new(Proxy::new(
-        engine, forwarder, cfg.limits, cfg.errors, tracer,
-    )))
+    Ok(Arc::new(
+        Proxy::new(engine, forwarder, cfg.limits, cfg.errors, tracer)
+            .with_versions(cfg.versions.clone(), cfg.errors_modern),
+    ))
 }
 
 /// The HTTP front's settings for a configuration.

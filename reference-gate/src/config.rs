@@ -26,6 +26,19 @@ pub struct ErrorCodes {
     pub downstream: i64,
 }
 
+impl ErrorCodes {
+    /// The default codes for modern (2026-07-28) requests: -32000..-32019 are legacy there and
+    /// -32020..-32099 the specification's own, so a gate's codes lie outside the JSON-RPC
+    /// reserved range.
+    pub fn modern() -> ErrorCodes {
+        ErrorCodes {
+            malformed: -32600,
+            denied: -31001,
+            downstream: -31002,
+        }
+    }
+}
+
 impl Default for ErrorCodes {
     fn default() -> Self {
         ErrorCodes {
@@ -77,12 +90,26 @@ pub struct GateConfig {
     pub deadlines: Deadlines,
     #[serde(default)]
     pub errors: ErrorCodes,
+    /// The codes for modern (2026-07-28 and later) requests.
+    #[serde(default = "ErrorCodes::modern")]
+    pub errors_modern: ErrorCodes,
+    /// The protocol versions the gate speaks: legacy ones through `initialize`, modern ones per
+    /// request. Anything else is refused (-32022).
+    #[serde(default = "default_versions")]
+    pub versions: Vec<String>,
     /// SHA-256 hex digests of accepted bearer tokens. Empty: no authentication.
     #[serde(default)]
     pub bearer_sha256: Vec<String>,
     /// Decision traces as JSON lines; absent: stderr.
     #[serde(default)]
     pub trace: Option<String>,
+}
+
+fn default_versions() -> Vec<String> {
+    crate::era::DEFAULT_VERSIONS
+        .iter()
+        .map(|v| v.to_string())
+        .collect()
 }
 
 fn default_listen() -> String {
@@ -109,6 +136,10 @@ pub enum ConfigError {
     UnknownServer(String),
     #[error("error codes must be distinct, and none of -32700, -32601, -32602, -32603")]
     Codes,
+    #[error("the modern error codes must lie outside -32099..=-32000 (the malformed code may be -32600)")]
+    ModernCodes,
+    #[error("`versions` must list YYYY-MM-DD versions, at least one")]
+    Versions,
 }
 
 impl GateConfig {
@@ -129,15 +160,34 @@ impl GateConfig {
         if !self.servers.contains_key(&self.server) {
             return Err(ConfigError::UnknownServer(self.server.clone()));
         }
-        let e = self.errors;
         let reserved = [-32700, -32601, -32602, -32603];
-        if e.malformed == e.denied
-            || e.denied == e.downstream
-            || e.malformed == e.downstream
-            || reserved.contains(&e.denied)
-            || reserved.contains(&e.downstream)
+        for e in [self.errors, self.errors_modern] {
+            if e.malformed == e.denied
+                || e.denied == e.downstream
+                || e.malformed == e.downstream
+                || reserved.contains(&e.denied)
+                || reserved.contains(&e.downstream)
+            {
+                return Err(ConfigError::Codes);
+            }
+        }
+        let m = self.errors_modern;
+        if [m.denied, m.downstream]
+            .iter()
+            .any(|c| (-32099..=-32000).contains(c))
+            || (-32099..=-32000).contains(&m.malformed)
         {
-            return Err(ConfigError::Codes);
+            return Err(ConfigError::ModernCodes);
+        }
+        let shaped = |v: &str| {
+            v.len() == 10
+                && v.bytes().enumerate().all(|(i, c)| match i {
+                    4 | 7 => c == b'-',
+                    _ => c.is_ascii_digit(),
+                })
+        };
+        if self.versions.is_empty() || !self.versions.iter().all(|v| shaped(v)) {
+            return Err(ConfigError::Versions);
         }
         Ok(())
     }

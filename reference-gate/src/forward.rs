@@ -151,10 +151,13 @@ impl HttpForwarder {
         }
     }
 
+    /// POST `body`: in the gate's legacy session, or, with `modern` headers (derived from the
+    /// canonical message), statelessly.
     async fn post(
         &self,
         body: &[u8],
         session: Option<&str>,
+        modern: Option<&[(&'static str, String)]>,
         deadline: Instant,
     ) -> Result<HttpAnswer, ForwardError> {
         let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
@@ -162,10 +165,19 @@ impl HttpForwarder {
         let mut req = Request::post(&target.path)
             .header("host", &target.authority)
             .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", DOWNSTREAM_VERSION);
-        if let Some(s) = session {
-            req = req.header("mcp-session-id", s);
+            .header("accept", "application/json, text/event-stream");
+        match modern {
+            Some(headers) => {
+                for (k, v) in headers {
+                    req = req.header(*k, v);
+                }
+            }
+            None => {
+                req = req.header("mcp-protocol-version", DOWNSTREAM_VERSION);
+                if let Some(s) = session {
+                    req = req.header("mcp-session-id", s);
+                }
+            }
         }
         let req = req
             .body(Full::new(Bytes::copy_from_slice(body)))
@@ -263,12 +275,14 @@ impl HttpForwarder {
         if let Some(s) = guard.as_ref() {
             return Ok(s.clone());
         }
-        let init = self.post(&init_message(), None, deadline).await?;
+        let init = self.post(&init_message(), None, None, deadline).await?;
         if init.status != 200 {
             return Err(ForwardError::BadAnswer);
         }
         let session = init.session;
-        let _ = self.post(INITIALIZED, session.as_deref(), deadline).await;
+        let _ = self
+            .post(INITIALIZED, session.as_deref(), None, deadline)
+            .await;
         *guard = Some(session.clone());
         Ok(session)
     }
@@ -305,14 +319,28 @@ impl Forwarder for HttpForwarder {
     ) -> ForwardFuture<'a> {
         Box::pin(async move {
             let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
-            let session = self.ensure_session(deadline).await?;
-            let mut answer = self.post(canonical, session.as_deref(), deadline).await?;
-            if answer.status == 404 && session.is_some() {
-                // The downstream ended our session: start a new one, once.
-                *self.session.lock().await = None;
-                let session = self.ensure_session(deadline).await?;
-                answer = self.post(canonical, session.as_deref(), deadline).await?;
-            }
+            // A modern message goes statelessly, its headers derived from the canonical bytes.
+            let modern = serde_json::from_slice::<serde_json::Value>(canonical)
+                .ok()
+                .and_then(|m| crate::era::downstream_headers(&m));
+            let answer = match &modern {
+                Some(headers) => self.post(canonical, None, Some(headers), deadline).await?,
+                None => {
+                    let session = self.ensure_session(deadline).await?;
+                    let mut answer = self
+                        .post(canonical, session.as_deref(), None, deadline)
+                        .await?;
+                    if answer.status == 404 && session.is_some() {
+                        // The downstream ended our session: start a new one, once.
+                        *self.session.lock().await = None;
+                        let session = self.ensure_session(deadline).await?;
+                        answer = self
+                            .post(canonical, session.as_deref(), None, deadline)
+                            .await?;
+                    }
+                    answer
+                }
+            };
             if !expects_answer {
                 return Ok(Vec::new());
             }

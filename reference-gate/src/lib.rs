@@ -3,7 +3,8 @@
 //! One raw JSON-RPC message in: [`canonical`] parses it strictly and re-serializes it; [`policy`]
 //! decides exactly once per `tools/call`; [`proxy`] coordinates and answers from a fixed error
 //! table; [`forward`] sends only canonical bytes downstream. [`front`] holds the Streamable HTTP
-//! and stdio servers, [`config`] the configuration file, [`trace`] the decision log.
+//! and stdio servers, [`config`] the configuration file, [`trace`] the decision log, [`era`] the
+//! protocol versions (legacy sessions, modern per-request metadata and header binding).
 //!
 //! **Architecture invariant:** this crate depends on nothing of the mcp-gauntlet suite; it is a
 //! product a team can deploy on its own.
@@ -11,6 +12,7 @@
 pub mod canonical;
 pub mod cli;
 pub mod config;
+pub mod era;
 pub mod forward;
 pub mod front;
 #[cfg(feature = "fuzzing")]

@@ -3,6 +3,7 @@
 
 use crate::canonical::{self, Canonical, Id, Limits, Message};
 use crate::config::ErrorCodes;
+use crate::era::{self, Claim};
 use crate::forward::Forwarder;
 use crate::policy::{AgentActionRequest, Decision, Engine};
 use crate::trace::{Trace, Tracer};
@@ -10,9 +11,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Protocol versions the gate speaks to clients, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25"];
-const LATEST: &str = "2025-11-25";
+/// Protocol versions the gate speaks to clients unless configured otherwise, oldest first.
+pub const SUPPORTED_VERSIONS: &[&str] = era::DEFAULT_VERSIONS;
 /// How long the engine may take before its silence counts as a denial.
 const ENGINE_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -44,6 +44,11 @@ pub enum Handled {
     Forwarded,
     /// Forwarded, but the downstream failed.
     DownstreamFailed,
+    /// A modern request the gate will not serve: a version it is not configured for, missing
+    /// capabilities, headers that do not match the body (HTTP 400).
+    Refused,
+    /// A method the gate does not have (a modern HTTP request: 404).
+    UnknownMethod,
 }
 
 /// The result of one message. The bytes are a private copy and are not shown by `Debug`.
@@ -55,6 +60,8 @@ pub struct ProxyResult {
     pub decision_id: String,
     /// For an `initialize` answered locally: the version agreed.
     pub negotiated: Option<String>,
+    /// Whether the message was served as a modern (per-request `_meta`) one.
+    pub modern: bool,
 }
 
 impl ProxyResult {
@@ -103,6 +110,8 @@ pub struct Faults {
     pub any_media_type: bool,
     /// HTTP front: no body size limit.
     pub no_size_limit: bool,
+    /// HTTP front: modern requests' headers are not compared with their bodies.
+    pub skip_binding: bool,
 }
 
 /// The gate's coordinator.
@@ -111,6 +120,10 @@ pub struct Proxy {
     forwarder: Arc<dyn Forwarder>,
     limits: Limits,
     codes: ErrorCodes,
+    /// The codes for modern requests (outside the JSON-RPC reserved range by default).
+    modern_codes: ErrorCodes,
+    /// The versions the gate speaks, oldest first.
+    versions: Vec<String>,
     tracer: Tracer,
     faults: Faults,
 }
@@ -137,6 +150,9 @@ const MSG_MALFORMED: &str = "Invalid Request";
 const MSG_DENIED: &str = "Request denied by policy";
 const MSG_DOWNSTREAM: &str = "Downstream server failed";
 const MSG_NO_METHOD: &str = "Method not found";
+const MSG_HEADER_MISMATCH: &str = "Header mismatch";
+const MSG_UNSUPPORTED: &str = "Unsupported protocol version";
+const MSG_BAD_META: &str = "Invalid params";
 
 fn decision_id() -> String {
     use rand::Rng;
@@ -157,9 +173,62 @@ impl Proxy {
             forwarder,
             limits,
             codes,
+            modern_codes: ErrorCodes::modern(),
+            versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
             tracer,
             faults: Faults::default(),
         }
+    }
+
+    /// The versions the gate speaks and its codes for modern requests.
+    pub fn with_versions(mut self, versions: Vec<String>, modern_codes: ErrorCodes) -> Proxy {
+        let mut versions = versions;
+        versions.sort();
+        versions.dedup();
+        self.versions = versions;
+        self.modern_codes = modern_codes;
+        self
+    }
+
+    /// The versions the gate speaks, oldest first.
+    pub fn versions(&self) -> &[String] {
+        &self.versions
+    }
+
+    /// Whether the gate speaks `version` as a legacy (initialize) version.
+    pub fn speaks_legacy(&self, version: &str) -> bool {
+        !era::is_modern(version) && self.versions.iter().any(|v| v == version)
+    }
+
+    /// The answer to a modern request whose headers do not match its body (HTTP 400).
+    pub fn header_mismatch(&self, c: &Canonical) -> ProxyResult {
+        ProxyResult {
+            bytes: Some(error_bytes(
+                c.message().id(),
+                era::HEADER_MISMATCH,
+                MSG_HEADER_MISMATCH,
+            )),
+            handled: Handled::Refused,
+            decision_id: decision_id(),
+            negotiated: None,
+            modern: true,
+        }
+    }
+
+    /// The unsupported-version error, listing the versions the gate speaks.
+    fn unsupported(&self, id: Option<&Id>, requested: Option<&str>) -> Vec<u8> {
+        let data = serde_json::json!({"supported": self.versions, "requested": requested});
+        let id = id.map_or_else(|| b"null".to_vec(), Id::to_canonical);
+        let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+        out.extend_from_slice(&id);
+        out.extend_from_slice(
+            format!(
+                r#","error":{{"code":{},"message":"{MSG_UNSUPPORTED}","data":{data}}}}}"#,
+                era::UNSUPPORTED_VERSION
+            )
+            .as_bytes(),
+        );
+        out
     }
 
     /// A deliberately broken proxy, for the suite's tests.
@@ -227,6 +296,7 @@ impl Proxy {
             handled: Handled::Forwarded,
             decision_id: decision_id(),
             negotiated: None,
+            modern: false,
         })
     }
 
@@ -237,6 +307,7 @@ impl Proxy {
             handled: Handled::Malformed,
             decision_id: decision_id(),
             negotiated: None,
+            modern: false,
         }
     }
 
@@ -265,17 +336,50 @@ impl Proxy {
         credentials: &Credentials,
     ) -> ProxyResult {
         let decision = decision_id();
+        // The era is the message's own claim; a modern claim must be a version the gate
+        // speaks, with the client's capabilities, before anything else happens.
+        let claim = era::claim(c);
+        let modern = claim != Claim::Legacy;
+        let codes = if modern {
+            self.modern_codes
+        } else {
+            self.codes
+        };
         let done = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
             bytes,
             handled,
             decision_id: decision.clone(),
             negotiated: None,
+            modern,
         };
+        let id = c.message().id();
+        let refuse = |bytes: Vec<u8>| done(id.map(|_| bytes), Handled::Refused);
+        match &claim {
+            Claim::Legacy => {}
+            Claim::Malformed => {
+                return refuse(error_bytes(id, -32602, MSG_BAD_META));
+            }
+            Claim::Modern(v) => {
+                if !(era::is_modern(v) && self.versions.iter().any(|s| s == v)) {
+                    return refuse(self.unsupported(id, Some(v)));
+                }
+                if !era::has_capabilities(c) {
+                    return refuse(error_bytes(id, -32602, MSG_BAD_META));
+                }
+            }
+        }
         let (id, method) = match c.message() {
             Message::Notification { .. } => return done(None, Handled::Accepted),
             Message::Request { id, method, .. } => (id, method.as_str()),
         };
+        let unknown = || {
+            done(
+                Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
+                Handled::UnknownMethod,
+            )
+        };
         match method {
+            "initialize" if modern => unknown(),
             "initialize" => {
                 let requested = match c.message() {
                     Message::Request {
@@ -292,29 +396,61 @@ impl Proxy {
                         Handled::Local,
                     );
                 };
-                let version = SUPPORTED_VERSIONS
+                let newest_legacy = self
+                    .versions
                     .iter()
-                    .find(|v| **v == requested)
-                    .copied()
-                    .unwrap_or(LATEST);
+                    .filter(|v| !era::is_modern(v))
+                    .max()
+                    .cloned();
+                let Some(newest_legacy) = newest_legacy else {
+                    // A modern-only gate names what it speaks to a legacy client.
+                    return done(
+                        Some(self.unsupported(Some(id), Some(&requested))),
+                        Handled::Refused,
+                    );
+                };
+                let version = if self.speaks_legacy(&requested) {
+                    requested
+                } else {
+                    newest_legacy
+                };
                 let result = format!(
                     r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{"listChanged":false}}}},"serverInfo":{{"name":"reference-gate","version":"{}"}}}}"#,
                     env!("CARGO_PKG_VERSION")
                 );
                 let mut r = done(Some(result_bytes(id, &result)), Handled::Local);
-                r.negotiated = Some(version.to_string());
+                r.negotiated = Some(version);
                 r
             }
-            "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
-            "tools/list" => self.tools_list(server_id, c, id, done).await,
-            "tools/call" => {
-                self.tools_call(server_id, raw, c, id, credentials, &decision)
-                    .await
+            "server/discover" if modern => {
+                let result = serde_json::json!({
+                    "resultType": "complete",
+                    "supportedVersions": self.versions,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "ttlMs": 0,
+                    "_meta": {"io.modelcontextprotocol/serverInfo":
+                        {"name": "reference-gate", "version": env!("CARGO_PKG_VERSION")}}
+                });
+                done(Some(result_bytes(id, &result.to_string())), Handled::Local)
             }
-            _ => done(
-                Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
+            "ping" if modern => done(
+                Some(result_bytes(id, r#"{"resultType":"complete"}"#)),
                 Handled::Local,
             ),
+            "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
+            "tools/list" => {
+                let mut r = self.tools_list(server_id, c, id, codes, &done).await;
+                r.modern = modern;
+                r
+            }
+            "tools/call" => {
+                let mut r = self
+                    .tools_call(server_id, raw, c, id, credentials, &decision, codes)
+                    .await;
+                r.modern = modern;
+                r
+            }
+            _ => unknown(),
         }
     }
 
@@ -323,11 +459,12 @@ impl Proxy {
         server_id: &str,
         c: &Canonical,
         id: &Id,
+        codes: ErrorCodes,
         done: impl Fn(Option<Vec<u8>>, Handled) -> ProxyResult,
     ) -> ProxyResult {
         let failed = || {
             done(
-                Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
+                Some(error_bytes(Some(id), codes.downstream, MSG_DOWNSTREAM)),
                 Handled::DownstreamFailed,
             )
         };
@@ -357,7 +494,11 @@ impl Proxy {
                     .collect()
             })
             .unwrap_or_default();
-        let result = serde_json::json!({ "tools": tools }).to_string();
+        let mut result = serde_json::json!({ "tools": tools });
+        if era::claim(c) != Claim::Legacy {
+            result["resultType"] = serde_json::Value::String("complete".into());
+        }
+        let result = result.to_string();
         done(Some(result_bytes(id, &result)), Handled::Forwarded)
     }
 
@@ -369,12 +510,14 @@ impl Proxy {
         id: &Id,
         credentials: &Credentials,
         decision: &str,
+        codes: ErrorCodes,
     ) -> ProxyResult {
         let result = |bytes: Vec<u8>, handled: Handled| ProxyResult {
             bytes: Some(bytes),
             handled,
             decision_id: decision.to_string(),
             negotiated: None,
+            modern: false,
         };
         let Some(call) = c.tool_call() else {
             if self.faults.leniency.lax_envelope {
@@ -386,14 +529,14 @@ impl Proxy {
                 {
                     Ok(answer) => result(answer, Handled::Forwarded),
                     Err(_) => result(
-                        error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM),
+                        error_bytes(Some(id), codes.downstream, MSG_DOWNSTREAM),
                         Handled::DownstreamFailed,
                     ),
                 };
             }
             // The canonical parser guarantees a tool call here; refuse if not.
             return result(
-                error_bytes(None, self.codes.malformed, MSG_MALFORMED),
+                error_bytes(None, codes.malformed, MSG_MALFORMED),
                 Handled::Malformed,
             );
         };
@@ -422,13 +565,13 @@ impl Proxy {
                 _ => MSG_DENIED.to_string(),
             };
             return result(
-                error_bytes(Some(id), self.codes.denied, &message),
+                error_bytes(Some(id), codes.denied, &message),
                 Handled::Denied,
             );
         }
         let failed = || {
             result(
-                error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM),
+                error_bytes(Some(id), codes.downstream, MSG_DOWNSTREAM),
                 Handled::DownstreamFailed,
             )
         };

@@ -150,16 +150,21 @@ impl Case {
     }
 
     /// The acceptable set in force: `expect`, narrowed under the gate profile by `gate` (or,
-    /// without one, `strict`), and under `--strict` by `strict`.
-    pub fn expectation(&self, profile: Profile, strict: bool) -> Expect {
+    /// without one, `strict`), and under `--strict` by `strict`; then, when `version` is modern,
+    /// with `modern`'s keys in force over all of them.
+    pub fn expectation(&self, profile: Profile, strict: bool, version: &str) -> Expect {
         let narrower = match profile {
             Profile::Gate => self.spec.gate.as_ref().or(self.spec.strict.as_ref()),
             Profile::Server if strict => self.spec.strict.as_ref(),
             Profile::Server => None,
         };
-        match narrower {
+        let expect = match narrower {
             Some(n) => self.spec.expect.narrowed_by(n),
             None => self.spec.expect.clone(),
+        };
+        match &self.spec.modern {
+            Some(m) if crate::versions::is_modern(version) => expect.narrowed_by(m),
+            _ => expect,
         }
     }
 }
@@ -527,13 +532,28 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.expect.outcome.is_none() {
         return Err(invalid(path, "`expect.outcome` is required"));
     }
-    for (key, narrower) in [("strict", &spec.strict), ("gate", &spec.gate)] {
+    for (key, narrower) in [
+        ("strict", &spec.strict),
+        ("gate", &spec.gate),
+        ("modern", &spec.modern),
+    ] {
         if let Some(n) = narrower {
             check_expect(path, key, n)?;
             if *n == Expect::default() {
                 return Err(invalid(path, format!("`{key}` is empty")));
             }
         }
+    }
+    if spec.modern.is_some()
+        && spec.versions.as_ref().is_some_and(|r| {
+            r.to.as_deref()
+                .is_some_and(|t| t < crate::versions::MODERN_FIRST)
+        })
+    {
+        return Err(invalid(
+            path,
+            "`modern` set on a case that does not apply to 2026-07-28 or later",
+        ));
     }
     if spec.gate.is_some()
         && spec

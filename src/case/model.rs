@@ -132,6 +132,10 @@ pub struct CaseSpec {
     /// parse errors included, is `{{code_malformed}}`).
     #[serde(default)]
     pub gate: Option<Expect>,
+    /// What 2026-07-28 and later require where it differs (unknown methods are 404, header
+    /// mismatches -32020…): its keys replace the others' in a modern lane, after any narrowing.
+    #[serde(default)]
+    pub modern: Option<Expect>,
 }
 
 fn default_level() -> Level {

@@ -35,6 +35,8 @@ pub struct FuzzOptions {
     /// Write each shrunk failure as a case file here.
     pub save: Option<PathBuf>,
     pub settings: Settings,
+    /// Which protocol versions to speak (lanes repeat per version, inputs cycle through them).
+    pub spec: crate::versions::Spec,
     pub self_exe: Option<PathBuf>,
     /// Print progress to stderr.
     pub progress: bool,
@@ -51,6 +53,7 @@ impl Default for FuzzOptions {
             max_findings: 10,
             save: None,
             settings: Settings::default(),
+            spec: crate::versions::Spec::Newest,
             self_exe: None,
             progress: true,
         }
@@ -171,6 +174,9 @@ async fn try_model(
     };
     let id = case_id(model, lane);
     let spec = case::parse_case(&format!("{id}.json"), &text)?;
+    let mut settings = settings.clone();
+    settings.spec_version = lane.version.clone();
+    let settings = &settings;
     let case = Case {
         id,
         spec,
@@ -183,7 +189,8 @@ async fn try_model(
         strict: false,
         transport: lane.transport,
         secrets: Vec::new(),
-        codes: settings.codes,
+        codes: settings.code_table(),
+        version: settings.spec_version.clone(),
         method: "POST".into(),
         placeholders: exchange::base_placeholders(settings),
     };
@@ -194,7 +201,9 @@ async fn try_model(
 /// Run the fuzzer. Blocks.
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
-    let opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let versions = lanes::pick_versions(&opened, &opts.spec, &opts.settings);
+    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &versions);
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
     let say = |line: String| {
         if opts.progress {

@@ -31,6 +31,12 @@ pub struct Record {
     /// The downstream witness's personality, on a lane whose witness is not strict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub downstream: Option<String>,
+    /// The protocol version the case spoke (and its verdict used).
+    #[serde(default)]
+    pub version: String,
+    /// Set when the run had lanes for several versions: the version is then part of the lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_version: Option<String>,
     /// For failures: the full explanation (acceptable set next to what was observed), with
     /// `--header` values redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,6 +71,8 @@ impl Record {
             elapsed_ms,
             findings: verdict.map(|v| v.findings.clone()).unwrap_or_default(),
             downstream: None,
+            version: String::new(),
+            lane_version: None,
             explanation: None,
         }
     }
@@ -171,20 +179,35 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
-/// A lane's name: `http`, `gate/stdio`, `gate/http@first-wins`…
-fn lane_name(profile: Profile, transport: TransportKind, downstream: Option<&str>) -> String {
+/// A lane's name: `http`, `gate/stdio`, `gate/http@first-wins`, `http 2025-06-18` (in a run
+/// over several versions)…
+fn lane_name(
+    profile: Profile,
+    transport: TransportKind,
+    downstream: Option<&str>,
+    version: Option<&str>,
+) -> String {
     let base = match profile {
         Profile::Server => transport.as_str().to_string(),
         Profile::Gate => format!("gate/{}", transport.as_str()),
     };
-    match downstream {
+    let base = match downstream {
         Some(d) => format!("{base}@{d}"),
+        None => base,
+    };
+    match version {
+        Some(v) => format!("{base} {v}"),
         None => base,
     }
 }
 
 fn kind_of(r: &Record) -> String {
-    lane_name(r.profile, r.transport, r.downstream.as_deref())
+    lane_name(
+        r.profile,
+        r.transport,
+        r.downstream.as_deref(),
+        r.lane_version.as_deref(),
+    )
 }
 
 /// Text safe inside XML (attributes or content): escaped, control characters dropped.
@@ -284,6 +307,8 @@ pub struct ReportRow {
     pub requirements: Vec<String>,
     #[serde(default)]
     pub downstream: Option<String>,
+    #[serde(default)]
+    pub lane_version: Option<String>,
 }
 
 /// One cell of the matrix: what a target did with a case.
@@ -349,7 +374,12 @@ pub struct MatrixRow {
 }
 
 fn lane_of(row: &ReportRow) -> String {
-    lane_name(row.profile, row.transport, row.downstream.as_deref())
+    lane_name(
+        row.profile,
+        row.transport,
+        row.downstream.as_deref(),
+        row.lane_version.as_deref(),
+    )
 }
 
 impl Matrix {

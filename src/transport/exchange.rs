@@ -46,7 +46,22 @@ pub struct Settings {
     pub settle: Duration,
     pub denied_tool: String,
     pub allowed_tool: String,
+    /// The gate's error codes (malformed, denied, downstream) for legacy versions…
     pub codes: [i64; 3],
+    /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
+    /// specification's own: a gate's codes lie outside the JSON-RPC reserved range.
+    pub modern_codes: [i64; 3],
+}
+
+impl Settings {
+    /// The gate's error codes in force for the version spoken.
+    pub fn code_table(&self) -> [i64; 3] {
+        if versions::is_modern(&self.spec_version) {
+            self.modern_codes
+        } else {
+            self.codes
+        }
+    }
 }
 
 impl Default for Settings {
@@ -60,6 +75,7 @@ impl Default for Settings {
             denied_tool: crate::witness::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
             codes: [-32600, -32001, -32002],
+            modern_codes: [-32600, -31001, -31002],
         }
     }
 }
@@ -86,9 +102,9 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
                 "{}".to_string()
             },
         )
-        .set("code_malformed", settings.codes[0].to_string())
-        .set("code_denied", settings.codes[1].to_string())
-        .set("code_downstream", settings.codes[2].to_string());
+        .set("code_malformed", settings.code_table()[0].to_string())
+        .set("code_denied", settings.code_table()[1].to_string())
+        .set("code_downstream", settings.code_table()[2].to_string());
     p
 }
 

@@ -153,6 +153,8 @@ pub struct Context {
     pub method: String,
     /// Placeholder values, for expectations that name the tools (`forwarded_json`).
     pub placeholders: crate::case::Placeholders,
+    /// The protocol version the case spoke.
+    pub version: String,
 }
 
 fn responses(messages: &[Value]) -> Vec<&Value> {
@@ -229,7 +231,7 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 /// Judge one observation.
 pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     let strict = ctx.strict || ctx.profile == Profile::Gate;
-    let expect: Expect = case.expectation(ctx.profile, ctx.strict);
+    let expect: Expect = case.expectation(ctx.profile, ctx.strict, &ctx.version);
     let level_status = match case.spec.level {
         Level::Must => Status::Fail,
         Level::Should if ctx.strict => Status::Fail,
@@ -422,6 +424,40 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             }
         }
     }
+    // 2026-07-28 error-code allocation (MCP26-ERR-01): -32020..-32099 holds only the codes the
+    // specification defines, -32002 and -32042 are retired, and -32000..-32019 are legacy codes
+    // new implementations should not use.
+    if crate::versions::is_modern(&ctx.version) {
+        for code in resp
+            .iter()
+            .filter_map(|r| r.get("error")?.get("code")?.as_i64())
+        {
+            let defined = [
+                crate::versions::HEADER_MISMATCH,
+                crate::versions::MISSING_CAPABILITY,
+                crate::versions::UNSUPPORTED_VERSION,
+            ];
+            if ((-32099..=-32020).contains(&code) && !defined.contains(&code))
+                || code == -32002
+                || code == -32042
+            {
+                add(
+                    Check::ErrorCode,
+                    Status::Fail,
+                    format!(
+                        "error code {code} is reserved or retired in {} (MCP26-ERR-01)",
+                        ctx.version
+                    ),
+                );
+            } else if (-32019..=-32000).contains(&code) {
+                add(
+                    Check::ErrorCode,
+                    Status::Warn,
+                    format!("error code {code} is in the legacy range -32000..-32019, which {} implementations should not use (MCP26-ERR-01)", ctx.version),
+                );
+            }
+        }
+    }
     if !obs.garbage.is_empty() {
         let refusal_body = obs.http.as_ref().is_some_and(|h| h.status >= 300);
         if !refusal_body {
@@ -450,7 +486,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         })
         .flatten();
     if let (Profile::Gate, Some(events)) = (ctx.profile, &obs.witness) {
-        for problem in forwarding_problems(&expect, default_forwarded, events, ctx) {
+        for problem in forwarding_problems(case, &expect, default_forwarded, events, ctx) {
             add(Check::Forwarded, Status::Fail, problem);
         }
     }
@@ -506,6 +542,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
 /// handshake (`initialize`, `notifications/initialized`) is not the client's message and is
 /// left out; the gate answers a client's `initialize` itself and never forwards it.
 fn forwarding_problems(
+    case: &Case,
     expect: &Expect,
     default_forwarded: Option<bool>,
     events: &[Event],
@@ -577,7 +614,20 @@ fn forwarding_problems(
                     ));
                 }
                 if let Some(expected) = &expect.forwarded_json {
-                    let expected = ctx.placeholders.apply_json_value(expected);
+                    let mut expected = ctx.placeholders.apply_json_value(expected);
+                    // The request's `_meta` (given by the runner in a modern lane, or written as
+                    // `{{meta}}` by the case) is part of what the gate must forward.
+                    let body_has_meta = matches!(&case.spec.request.body,
+                        Some(b) if serde_json::to_string(b).is_ok_and(|t| t.contains("{{meta}}")));
+                    if crate::versions::is_modern(&ctx.version)
+                        && case.spec.session == crate::case::SessionMode::Initialized
+                    {
+                        crate::versions::add_meta(&mut expected, &ctx.version);
+                    } else if body_has_meta {
+                        let meta = ctx.placeholders.get("meta").unwrap_or("{}");
+                        let meta = serde_json::from_str(meta).unwrap_or_default();
+                        crate::versions::add_meta_value(&mut expected, &meta);
+                    }
                     if v != expected {
                         out.push(format!("the witness received {v}, not {expected}"));
                     }

@@ -271,8 +271,17 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         read.as_ref().and_then(versions::meta_version).is_some() || header_version.is_some();
     let lax_binding = w.config.is(Broken::LaxBinding);
     let modern = looks_modern && (w.config.speaks_modern() || lax_binding);
+    let is_response = matches!(&read, Some(Value::Object(o)) if !o.contains_key("method"));
+    if modern && is_response && !lax && !w.config.is(Broken::LaxEnvelope) {
+        // 2026-07-28: a client MUST NOT POST responses (there are no server requests to answer).
+        let err = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32600, "message": "Invalid Request: clients do not send responses in 2026-07-28"}});
+        return Ok(json_answer(StatusCode::BAD_REQUEST, &err));
+    }
     if modern && !lax && !lax_binding {
-        if let Some(Value::Object(o)) = &read {
+        // Only a well-formed request is held to its headers; anything else is refused by the
+        // core for what it is (an invalid envelope, a response, a batch).
+        if let Some(Value::Object(o)) = read.as_ref().filter(|v| well_formed_request(v)) {
             if !binding_ok(headers, o) {
                 let id = o.get("id").filter(|v| super::valid_id(v)).cloned();
                 let err = json!({"jsonrpc": "2.0", "id": id,
@@ -425,6 +434,16 @@ fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation)
 fn one_message(w: &Witness, body: &[u8]) -> Option<Value> {
     let mut values = super::json::read(w.config.personality, body).ok()?;
     (values.len() == 1).then(|| values.remove(0))
+}
+
+/// A JSON-RPC 2.0 request or notification as the witness's core accepts one.
+fn well_formed_request(v: &Value) -> bool {
+    v.get("jsonrpc") == Some(&Value::String("2.0".into()))
+        && v.get("method").is_some_and(Value::is_string)
+        && v.get("params").is_none_or(Value::is_object)
+        && v.get("id").is_none_or(super::valid_id)
+        && v.get("result").is_none()
+        && v.get("error").is_none()
 }
 
 /// The one value of header `name`, as text; `Err` when repeated or not visible ASCII.

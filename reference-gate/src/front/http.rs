@@ -4,7 +4,8 @@
 //! unknown), protocol version (400), GET/DELETE, other methods 405 with `Allow`.
 
 use crate::canonical::Message;
-use crate::proxy::{Credentials, Handled, Proxy, SUPPORTED_VERSIONS};
+use crate::era::{self, Claim};
+use crate::proxy::{Credentials, Handled, Proxy};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -305,9 +306,31 @@ async fn post(
             );
         }
     };
-    let is_initialize = canonical.message().method() == "initialize"
+    // The era: a `_meta` version in the body, or a modern version header, makes the request
+    // modern. A modern request is held to its headers before anything else, and has no session;
+    // a legacy one needs its session and the version that session agreed.
+    let header_version = match one(headers, VERSION) {
+        Ok(v) => v,
+        Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
+    };
+    let modern =
+        era::claim(&canonical) != Claim::Legacy || header_version.is_some_and(era::is_modern);
+    let is_initialize = !modern
+        && canonical.message().method() == "initialize"
         && matches!(canonical.message(), Message::Request { .. });
-    if is_initialize {
+    if modern {
+        let pairs: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_bytes()))
+            .collect();
+        if era::check_binding(&canonical, pairs.as_slice()).is_err() && !faults.skip_binding {
+            let r = front.proxy.header_mismatch(&canonical);
+            return json_answer(
+                StatusCode::BAD_REQUEST,
+                r.response_bytes().unwrap_or_default(),
+            );
+        }
+    } else if is_initialize {
         if headers.contains_key(SESSION) {
             return front.refuse(
                 StatusCode::BAD_REQUEST,
@@ -319,9 +342,9 @@ async fn post(
             Ok((_, v)) => v,
             Err((status, msg)) => return front.refuse(status, msg),
         };
-        match one(headers, VERSION) {
-            Ok(None) => {}
-            Ok(Some(v)) if v == negotiated && SUPPORTED_VERSIONS.contains(&v) => {}
+        match header_version {
+            None => {}
+            Some(v) if v == negotiated && front.proxy.speaks_legacy(v) => {}
             _ => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
         }
     }
@@ -330,12 +353,14 @@ async fn post(
         .handle_parsed(&front.settings.server_id, &raw, &canonical, credentials)
         .await;
     let mut answer = match (result.handled, result.response_bytes()) {
+        (Handled::Refused, None) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
         (Handled::Accepted, _) | (_, None) => {
             let mut r = Response::new(Full::new(Bytes::new()));
             *r.status_mut() = StatusCode::ACCEPTED;
             r
         }
-        (Handled::Malformed, Some(b)) => json_answer(StatusCode::BAD_REQUEST, b),
+        (Handled::Malformed | Handled::Refused, Some(b)) => json_answer(StatusCode::BAD_REQUEST, b),
+        (Handled::UnknownMethod, Some(b)) if result.modern => json_answer(StatusCode::NOT_FOUND, b),
         (_, Some(b)) => json_answer(StatusCode::OK, b),
     };
     if let Some(version) = result.negotiated.filter(|_| is_initialize) {

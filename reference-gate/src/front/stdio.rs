@@ -66,7 +66,11 @@ where
             Ok(c) => {
                 let method = c.message().method().to_string();
                 let id = c.message().id().cloned();
+                // A modern message (per-request `_meta`) needs no initialize; the proxy checks
+                // its version and capabilities.
+                let legacy = crate::era::claim(&c) == crate::era::Claim::Legacy;
                 if !initialized
+                    && legacy
                     && method != "initialize"
                     && method != "ping"
                     && matches!(c.message(), Message::Request { .. })

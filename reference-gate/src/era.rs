@@ -1,0 +1,329 @@
+//! Protocol eras. Legacy versions (2025-11-25 and earlier) agree on a version with `initialize`
+//! and keep it in a session; modern ones (2026-07-28 on) name it in every request's
+//! `params._meta`, and over HTTP mirror the version, the method and the called name into
+//! headers that must equal the body. The gate decides the era from the canonical message alone,
+//! checks the binding before any policy, and never lets a request's claim choose weaker rules.
+
+use crate::canonical::{Canonical, Json, Message};
+use base64::Engine as _;
+
+/// Versions the gate speaks unless configured otherwise, oldest first.
+pub const DEFAULT_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+/// The first version without a handshake.
+pub const MODERN_FIRST: &str = "2026-07-28";
+
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// 2026-07-28 error codes.
+pub const HEADER_MISMATCH: i64 = -32020;
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Methods whose `Mcp-Name` header mirrors `params.name` (or `params.uri`).
+pub const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
+
+/// `YYYY-MM-DD` at or after 2026-07-28.
+pub fn is_modern(version: &str) -> bool {
+    let b = version.as_bytes();
+    let shaped = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        });
+    shaped && version >= MODERN_FIRST
+}
+
+fn params(message: &Message) -> Option<&Vec<(String, Json)>> {
+    match message {
+        Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
+    }
+}
+
+fn param<'a>(message: &'a Message, key: &str) -> Option<&'a Json> {
+    params(message)?
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
+/// What a message's `_meta` claims about its era.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// No `_meta` version: a legacy message.
+    Legacy,
+    /// A `_meta` version that is a string.
+    Modern(String),
+    /// A `_meta` version of another JSON type: a malformed modern message.
+    Malformed,
+}
+
+/// The era a canonical message claims.
+pub fn claim(c: &Canonical) -> Claim {
+    match param(c.message(), "_meta").and_then(|m| m.get(META_VERSION)) {
+        None => Claim::Legacy,
+        Some(Json::String(v)) => Claim::Modern(v.clone()),
+        Some(_) => Claim::Malformed,
+    }
+}
+
+/// Whether a modern message declares its client capabilities (an object).
+pub fn has_capabilities(c: &Canonical) -> bool {
+    matches!(
+        param(c.message(), "_meta").and_then(|m| m.get(META_CAPABILITIES)),
+        Some(Json::Object(_))
+    )
+}
+
+/// The name a named method's `Mcp-Name` must equal.
+fn named_value(message: &Message) -> Option<&str> {
+    let name = if message.method() == "resources/read" {
+        param(message, "uri")
+    } else {
+        param(message, "name")
+    };
+    name.and_then(Json::as_str)
+}
+
+/// How a request's headers failed to match its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mismatch {
+    /// `MCP-Protocol-Version` missing, repeated, or not the `_meta` version.
+    Version,
+    /// `Mcp-Method` missing, repeated, or not the method.
+    Method,
+    /// `Mcp-Name` missing, repeated, undecodable or not the name; or present on a method that
+    /// names nothing.
+    Name,
+}
+
+/// The request headers the binding reads: every value of a (lower-case) name, as raw bytes.
+pub trait HeaderSource {
+    fn values(&self, name: &str) -> Vec<&[u8]>;
+}
+
+impl HeaderSource for [(&str, &[u8])] {
+    fn values(&self, name: &str) -> Vec<&[u8]> {
+        self.iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+/// Exactly one value, visible ASCII (and inner spaces) only.
+fn one<'a>(headers: &'a (impl HeaderSource + ?Sized), name: &str) -> Option<&'a str> {
+    let values = headers.values(name);
+    match values.as_slice() {
+        [v] if v.iter().all(|b| (0x20..=0x7e).contains(b)) => std::str::from_utf8(v).ok(),
+        _ => None,
+    }
+}
+
+/// A header value in the 2026-07-28 value encoding: `=?base64?…?=` decoded, anything else as is.
+pub fn decode_value(v: &str) -> Option<String> {
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    {
+        Some(payload) => base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(v.to_string()),
+    }
+}
+
+/// A value as a header: plain when it is visible ASCII without edge spaces and does not look
+/// like the sentinel, else the sentinel encoding.
+pub fn encode_value(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && !v.starts_with(' ')
+        && !v.ends_with(' ')
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain {
+        v.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
+        )
+    }
+}
+
+/// Check a modern message's headers against its body: the version equals the `_meta` version,
+/// `Mcp-Method` the method, and `Mcp-Name` (decoded) the name of a named method; a message
+/// that names nothing carries no `Mcp-Name`. Each header exactly once.
+pub fn check_binding(
+    c: &Canonical,
+    headers: &(impl HeaderSource + ?Sized),
+) -> Result<(), Mismatch> {
+    let Claim::Modern(version) = claim(c) else {
+        return Err(Mismatch::Version);
+    };
+    if one(headers, "mcp-protocol-version") != Some(version.as_str()) {
+        return Err(Mismatch::Version);
+    }
+    let message = c.message();
+    if one(headers, "mcp-method") != Some(message.method()) {
+        return Err(Mismatch::Method);
+    }
+    let named = NAMED_METHODS.contains(&message.method());
+    let present = !headers.values("mcp-name").is_empty();
+    if !named {
+        return if present { Err(Mismatch::Name) } else { Ok(()) };
+    }
+    let header = one(headers, "mcp-name").and_then(decode_value);
+    match (header.as_deref(), named_value(message)) {
+        (Some(h), Some(b)) if h == b => Ok(()),
+        _ => Err(Mismatch::Name),
+    }
+}
+
+/// The headers a modern message carries downstream, derived from the canonical message itself.
+pub fn downstream_headers(message: &serde_json::Value) -> Option<Vec<(&'static str, String)>> {
+    let params = message.get("params")?;
+    let version = params.get("_meta")?.get(META_VERSION)?.as_str()?;
+    let method = message.get("method")?.as_str()?;
+    let mut out = vec![
+        ("mcp-protocol-version", version.to_string()),
+        ("mcp-method", encode_value(method)),
+    ];
+    if NAMED_METHODS.contains(&method) {
+        let key = if method == "resources/read" {
+            "uri"
+        } else {
+            "name"
+        };
+        if let Some(name) = params.get(key).and_then(|n| n.as_str()) {
+            out.push(("mcp-name", encode_value(name)));
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::{parse, Limits};
+
+    fn call(name: &str, version: &str) -> Canonical {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}","arguments":{{}},"_meta":{{"{META_VERSION}":"{version}","{META_CAPABILITIES}":{{}}}}}}}}"#
+        );
+        parse(text.as_bytes(), &Limits::default()).expect("canonical")
+    }
+
+    #[test]
+    fn binding_holds_only_when_every_header_equals_the_body() {
+        let c = call("delete_everything", "2026-07-28");
+        let good: &[(&str, &[u8])] = &[
+            ("mcp-protocol-version", b"2026-07-28"),
+            ("mcp-method", b"tools/call"),
+            ("mcp-name", b"delete_everything"),
+        ];
+        assert_eq!(check_binding(&c, good), Ok(()));
+        let encoded = encode_value("delete_everything ");
+        let cases: Vec<(Vec<(&str, &[u8])>, Mismatch)> = vec![
+            (
+                vec![
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", b"delete_everything"),
+                ],
+                Mismatch::Version,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2025-11-25"),
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", b"delete_everything"),
+                ],
+                Mismatch::Version,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/list"),
+                    ("mcp-name", b"delete_everything"),
+                ],
+                Mismatch::Method,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"Tools/Call"),
+                    ("mcp-name", b"delete_everything"),
+                ],
+                Mismatch::Method,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", b"echo"),
+                ],
+                Mismatch::Name,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/call"),
+                ],
+                Mismatch::Name,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", b"echo"),
+                    ("mcp-name", b"delete_everything"),
+                ],
+                Mismatch::Name,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", encoded.as_bytes()),
+                ],
+                Mismatch::Name,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", b"2026-07-28"),
+                    ("mcp-method", b"tools/call"),
+                    ("mcp-name", b"=?base64?!!?="),
+                ],
+                Mismatch::Name,
+            ),
+        ];
+        for (headers, want) in cases {
+            assert_eq!(
+                check_binding(&c, headers.as_slice()),
+                Err(want),
+                "{headers:?}"
+            );
+        }
+        let sentinel = encode_value("delete_everything");
+        assert_eq!(sentinel, "delete_everything");
+        let b64 = format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode("delete_everything")
+        );
+        let encoded_ok: &[(&str, &[u8])] = &[
+            ("mcp-protocol-version", b"2026-07-28"),
+            ("mcp-method", b"tools/call"),
+            ("mcp-name", b64.as_bytes()),
+        ];
+        assert_eq!(check_binding(&c, encoded_ok), Ok(()));
+    }
+
+    #[test]
+    fn eras() {
+        assert_eq!(
+            claim(&call("echo", "2026-07-28")),
+            Claim::Modern("2026-07-28".into())
+        );
+        assert!(is_modern("2026-07-28") && !is_modern("2025-11-25") && !is_modern("x"));
+    }
+}
