@@ -1,6 +1,6 @@
 """Regenerate fuzz/seeds/ from the catalogue: every case body that is a small literal becomes a
 seed of canonical_bytes (as is) and of differential (prefixed with 0x01, its raw-bytes mode);
-smuggle and proxy_roundtrip get fixed pseudo-random blobs (their inputs are structured).
+smuggle, proxy_roundtrip and binding get fixed pseudo-random blobs (their inputs are structured).
 
     python3 fuzz/seed.py
 """
@@ -37,6 +37,12 @@ for path in sorted(cases.glob("*/*.json")):
         continue
     # Placeholders get the witness policy's values.
     data = data.replace(b"{{denied_tool}}", b"delete_everything").replace(b"{{allowed_tool}}", b"echo")
+    data = data.replace(b"{{denied_tool_b64}}", b"ZGVsZXRlX2V2ZXJ5dGhpbmc=").replace(b"{{allowed_tool_b64}}", b"ZWNobw==")
+    # `{{meta}}` as a 2026-07-28 request carries it.
+    data = data.replace(
+        b"{{meta}}",
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}',
+    )
     if len(data) <= 4096:
         put("canonical_bytes", data)
         put("differential", b"\x01" + data)
@@ -46,3 +52,7 @@ for target in ("smuggle", "proxy_roundtrip", "differential"):
     for _ in range(32):
         blob = bytes(rng.randrange(256) for _ in range(48))
         put(target, blob if target != "differential" else b"\x00" + blob)
+
+brng = random.Random(20261201)
+for _ in range(32):
+    put("binding", bytes(brng.randrange(256) for _ in range(16)))

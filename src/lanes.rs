@@ -309,7 +309,7 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Vec<S
             .iter()
             .map(|v| v.to_string())
             .collect(),
-        Spec::One(v) => vec![v.clone()],
+        Spec::These(v) => v.clone(),
         Spec::Newest => {
             let probed = opened.lanes.first().and_then(|lane| {
                 opened

@@ -114,9 +114,9 @@ impl TargetArgs {
 /// How each case (or fuzz input) is exchanged with the target.
 #[derive(Args, Debug)]
 struct ExchangeArgs {
-    /// The protocol version(s) to speak: a version (2025-06-18, 2025-11-25, 2026-07-28), `all`
-    /// (one set of lanes per version), or `newest` (the newest the target answers: a
-    /// server/discover probe, then initialize).
+    /// The protocol version(s) to speak: versions, comma-separated (2025-06-18, 2025-11-25,
+    /// 2026-07-28), each with its own lanes; `all` for every known one; or `newest`, the newest
+    /// the target answers (a server/discover probe, then initialize).
     #[arg(long, default_value = "newest")]
     spec: Spec,
     /// Seconds one case may take (its alive probe has its own 5 s).

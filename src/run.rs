@@ -261,7 +261,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                     }
                     let known = baseline
                         .as_ref()
-                        .is_some_and(|b| b.lists(&case.id, lane.transport, profile));
+                        .is_some_and(|b| b.lists(&case.id, lane.transport, profile, &lane.version));
                     let result = match (v.status, known) {
                         (Status::Fail, true) => {
                             record.verdict = "known".into();
@@ -330,6 +330,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 id: r.id.clone(),
                 transport: Some(r.transport),
                 profile: Some(r.profile),
+                version: r.lane_version.clone(),
                 reason: r
                     .findings
                     .iter()

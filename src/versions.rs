@@ -52,8 +52,8 @@ pub fn looks_like_version(v: &str) -> bool {
 pub enum Spec {
     /// The newest version the target speaks, found by probing it.
     Newest,
-    /// Exactly this one.
-    One(String),
+    /// These (one or more, comma-separated on the command line), each with its own lanes.
+    These(Vec<String>),
     /// Every known version, one set of lanes each.
     All,
 }
@@ -64,11 +64,22 @@ impl std::str::FromStr for Spec {
         match s {
             "all" => Ok(Spec::All),
             "newest" => Ok(Spec::Newest),
-            v if looks_like_version(v) => Ok(Spec::One(v.to_string())),
-            other => Err(format!(
-                "`{other}` is not a version (YYYY-MM-DD), `newest` or `all`; known: {}",
-                KNOWN.join(", ")
-            )),
+            list => {
+                let mut out = Vec::new();
+                for v in list.split(',').map(str::trim) {
+                    if !looks_like_version(v) {
+                        return Err(format!(
+                            "`{v}` is not a version (YYYY-MM-DD), `newest` or `all`; known: {}",
+                            KNOWN.join(", ")
+                        ));
+                    }
+                    if !out.iter().any(|o| o == v) {
+                        out.push(v.to_string());
+                    }
+                }
+                out.sort();
+                Ok(Spec::These(out))
+            }
         }
     }
 }
@@ -148,11 +159,12 @@ pub fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
 /// A header value as the 2026-07-28 value encoding says: as-is when it is visible ASCII with
 /// inner spaces only and does not look like the sentinel, else `=?base64?…?=`.
 pub fn header_value(v: &str) -> String {
+    let looks_encoded = v.starts_with("=?base64?") && v.ends_with("?=");
     let plain = !v.is_empty()
         && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
         && !v.starts_with(' ')
         && !v.ends_with(' ')
-        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+        && !looks_encoded;
     if plain {
         v.to_string()
     } else {

@@ -64,6 +64,8 @@ fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
             "gate",
             "--http",
             &format!("http://{gaddr}/mcp"),
+            "--spec",
+            VERSIONS,
         ])
         .arg("--witness-log")
         .arg(log)
@@ -78,7 +80,7 @@ fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
         .results
         .iter()
         .filter(|t| t.verdict == "fail" || t.verdict == "warn")
-        .map(|t| format!("{} {} {}", t.transport, t.id, t.verdict))
+        .map(|t| format!("{} {} {} {}", t.transport, t.version, t.id, t.verdict))
         .collect();
     lines.sort();
     lines
@@ -98,7 +100,11 @@ fn rules() -> Arc<dyn Engine> {
     Arc::new(policy().policy)
 }
 
+/// The versions every broken gate is run at: the newest legacy one and the first modern one.
+const VERSIONS: &str = "2025-11-25,2026-07-28";
+
 const BROKEN: &[&str] = &[
+    "ignores-header-binding",
     "forwards-raw-bytes",
     "last-duplicate-wins",
     "batch-skips-policy",
@@ -298,6 +304,18 @@ fn relays_downstream_verbatim() {
 }
 
 #[test]
+fn ignores_header_binding() {
+    check(
+        "ignores-header-binding",
+        Faults {
+            skip_binding: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
 fn refuses_everything() {
     check(
         "refuses-everything",
@@ -330,7 +348,13 @@ fn every_gate_case_can_fail() {
             c.spec.profiles.as_deref() == Some(&[Profile::Gate])
                 && c.applies_to_transport(TransportKind::Http)
         })
-        .map(|c| format!("http {}", c.id))
+        .flat_map(|c| {
+            VERSIONS
+                .split(',')
+                .filter(|v| c.applies_to_version(v))
+                .map(|v| format!("http {v} {}", c.id))
+                .collect::<Vec<_>>()
+        })
         .filter(|k| !caught.contains(k))
         .collect();
     assert!(

@@ -7,8 +7,9 @@ use crate::util::{bin, run_with_report};
 use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
 use reference_gate::canonical::Leniency;
 use reference_gate::fuzzing::{
-    check_canonical_bytes, check_roundtrip, check_roundtrip_with, check_smuggle,
-    check_smuggle_with, fuzz_proxy, AllowedCall, Finding, Smuggle,
+    check_binding, check_binding_with, check_canonical_bytes, check_roundtrip,
+    check_roundtrip_with, check_smuggle, check_smuggle_with, fuzz_proxy, AllowedCall, Binding,
+    Finding, Smuggle,
 };
 use reference_gate::proxy::{Faults, Proxy};
 use std::path::Path;
@@ -16,8 +17,9 @@ use std::process::Command;
 
 type Body = fn(&[u8]) -> Result<(), Finding>;
 
-const TARGETS: [(&str, Body); 4] = [
+const TARGETS: [(&str, Body); 5] = [
     ("canonical_bytes", check_canonical_bytes),
+    ("binding", check_binding),
     ("smuggle", check_smuggle),
     ("differential", check_differential),
     ("proxy_roundtrip", check_roundtrip),
@@ -125,6 +127,37 @@ fn the_smuggle_and_differential_oracles_catch_defective_gates() {
     for d in inputs(3000, 48) {
         check_smuggle(&d).unwrap();
         check_differential(&d).unwrap();
+    }
+}
+
+/// A gate that lets every 2026-07-28 request through without comparing its headers, and one that
+/// compares only the method: the binding oracle reports both, the reference gate never.
+#[test]
+fn the_binding_oracle_catches_gates_that_trust_unbound_headers() {
+    fn skips_binding(_: &reference_gate::canonical::Canonical, _: &[(&str, &[u8])]) -> bool {
+        true
+    }
+    fn method_only(c: &reference_gate::canonical::Canonical, h: &[(&str, &[u8])]) -> bool {
+        h.iter()
+            .any(|(k, v)| *k == "mcp-method" && *v == c.message().method().as_bytes())
+    }
+    for (name, admit) in [
+        (
+            "skips binding",
+            skips_binding as reference_gate::fuzzing::Admission,
+        ),
+        ("method only", method_only),
+    ] {
+        let (proxy, fwd) = fuzz_proxy();
+        let caught = Binding::all()
+            .iter()
+            .filter(|m| check_binding_with(&proxy, &fwd, m, admit).is_err())
+            .count();
+        assert!(caught > 0, "the binding oracle missed a gate that {name}");
+    }
+    // Bytes a fuzzer would give decode to models, and the reference gate passes them all.
+    for data in inputs(400, 16) {
+        check_binding(&data).unwrap_or_else(|f| panic!("reference gate: {f}"));
     }
 }
 

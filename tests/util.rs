@@ -86,6 +86,9 @@ pub struct Trial {
     pub findings: Vec<serde_json::Value>,
     #[serde(default)]
     pub downstream: Option<String>,
+    /// The protocol version the case spoke.
+    #[serde(default)]
+    pub version: String,
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -136,11 +136,12 @@ pub fn decode_value(v: &str) -> Option<String> {
 /// A value as a header: plain when it is visible ASCII without edge spaces and does not look
 /// like the sentinel, else the sentinel encoding.
 pub fn encode_value(v: &str) -> String {
+    let looks_encoded = v.starts_with("=?base64?") && v.ends_with("?=");
     let plain = !v.is_empty()
         && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
         && !v.starts_with(' ')
         && !v.ends_with(' ')
-        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+        && !looks_encoded;
     if plain {
         v.to_string()
     } else {
@@ -178,6 +179,24 @@ pub fn check_binding(
         (Some(h), Some(b)) if h == b => Ok(()),
         _ => Err(Mismatch::Name),
     }
+}
+
+/// How the HTTP front admits a parsed message: `None` for a legacy one (its session and
+/// negotiated version decide), or, for a modern one (a `_meta` version in the body, or a modern
+/// `MCP-Protocol-Version` header), whether its headers bind to its body. Over HTTP a version
+/// claim in either place makes the request modern, so it cannot pick the era with weaker rules.
+pub fn admit(
+    c: &Canonical,
+    headers: &(impl HeaderSource + ?Sized),
+) -> Option<Result<(), Mismatch>> {
+    let header_modern = headers
+        .values("mcp-protocol-version")
+        .iter()
+        .any(|v| std::str::from_utf8(v).is_ok_and(|v| is_modern(v.trim())));
+    if claim(c) == Claim::Legacy && !header_modern {
+        return None;
+    }
+    Some(check_binding(c, headers))
 }
 
 /// The headers a modern message carries downstream, derived from the canonical message itself.
@@ -224,7 +243,8 @@ mod tests {
         ];
         assert_eq!(check_binding(&c, good), Ok(()));
         let encoded = encode_value("delete_everything ");
-        let cases: Vec<(Vec<(&str, &[u8])>, Mismatch)> = vec![
+        type Headers<'a> = Vec<(&'a str, &'a [u8])>;
+        let cases: Vec<(Headers, Mismatch)> = vec![
             (
                 vec![
                     ("mcp-method", b"tools/call"),

@@ -445,7 +445,7 @@ impl Proxy {
             }
             "tools/call" => {
                 let mut r = self
-                    .tools_call(server_id, raw, c, id, credentials, &decision, codes)
+                    .tools_call(server_id, raw, c, credentials, &decision, codes)
                     .await;
                 r.modern = modern;
                 r
@@ -502,12 +502,12 @@ impl Proxy {
         done(Some(result_bytes(id, &result)), Handled::Forwarded)
     }
 
+    /// A `tools/call` request (`c` holds a request, so it has an id).
     async fn tools_call(
         &self,
         server_id: &str,
         raw: &[u8],
         c: &Canonical,
-        id: &Id,
         credentials: &Credentials,
         decision: &str,
         codes: ErrorCodes,
@@ -518,6 +518,12 @@ impl Proxy {
             decision_id: decision.to_string(),
             negotiated: None,
             modern: false,
+        };
+        let Some(id) = c.message().id() else {
+            return result(
+                error_bytes(None, codes.malformed, MSG_MALFORMED),
+                Handled::Malformed,
+            );
         };
         let Some(call) = c.tool_call() else {
             if self.faults.leniency.lax_envelope {

@@ -26,6 +26,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "protocol_version",
     "session_id",
     "meta",
+    "denied_tool_b64",
+    "allowed_tool_b64",
     "host",
     "path",
     "code_malformed",
@@ -542,6 +544,20 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             if *n == Expect::default() {
                 return Err(invalid(path, format!("`{key}` is empty")));
             }
+        }
+    }
+    if let Some(v) = &spec.handshake_version {
+        if !crate::versions::looks_like_version(v) {
+            return Err(invalid(
+                path,
+                format!("`handshake_version`: `{v}` is not YYYY-MM-DD"),
+            ));
+        }
+        if spec.session == SessionMode::None {
+            return Err(invalid(
+                path,
+                "`handshake_version` on a case without a session",
+            ));
         }
     }
     if spec.modern.is_some()

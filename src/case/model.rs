@@ -121,6 +121,10 @@ pub struct CaseSpec {
     pub versions: Option<VersionRange>,
     #[serde(default)]
     pub session: SessionMode,
+    /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
+    /// for cases about what a server agrees to.
+    #[serde(default)]
+    pub handshake_version: Option<String>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     pub request: RequestSpec,

@@ -21,6 +21,9 @@ pub struct KnownFailure {
     /// Only under this profile (both when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
+    /// Only at this protocol version (every version when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Why it fails: the bug, and where it is tracked.
     pub reason: String,
 }
@@ -96,12 +99,19 @@ impl Baseline {
         Ok(b)
     }
 
-    /// Whether a failure of `id` on `transport` under `profile` is known.
-    pub fn lists(&self, id: &str, transport: TransportKind, profile: Profile) -> bool {
+    /// Whether a failure of `id` on `transport` under `profile` at `version` is known.
+    pub fn lists(
+        &self,
+        id: &str,
+        transport: TransportKind,
+        profile: Profile,
+        version: &str,
+    ) -> bool {
         self.known_failures.iter().any(|k| {
             k.id == id
                 && k.transport.is_none_or(|t| t == transport)
                 && k.profile.is_none_or(|p| p == profile)
+                && k.version.as_deref().is_none_or(|v| v == version)
         })
     }
 
@@ -141,7 +151,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matches_by_id_then_optional_transport_and_profile() {
+    fn matches_by_id_then_optional_transport_profile_and_version() {
         let b = Baseline {
             format: BASELINE_FORMAT.into(),
             known_failures: vec![
@@ -149,20 +159,24 @@ mod tests {
                     id: "a".into(),
                     transport: None,
                     profile: None,
+                    version: None,
                     reason: "r".into(),
                 },
                 KnownFailure {
                     id: "b".into(),
                     transport: Some(TransportKind::Http),
                     profile: None,
+                    version: Some("2026-07-28".into()),
                     reason: "r".into(),
                 },
             ],
         };
-        assert!(b.lists("a", TransportKind::Stdio, Profile::Gate));
-        assert!(b.lists("b", TransportKind::Http, Profile::Server));
-        assert!(!b.lists("b", TransportKind::Stdio, Profile::Server));
-        assert!(!b.lists("c", TransportKind::Http, Profile::Server));
+        let v = "2026-07-28";
+        assert!(b.lists("a", TransportKind::Stdio, Profile::Gate, "2025-11-25"));
+        assert!(b.lists("b", TransportKind::Http, Profile::Server, v));
+        assert!(!b.lists("b", TransportKind::Http, Profile::Server, "2025-11-25"));
+        assert!(!b.lists("b", TransportKind::Stdio, Profile::Server, v));
+        assert!(!b.lists("c", TransportKind::Http, Profile::Server, v));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::{Ending, HttpSeen, Observation, TransportError};
 use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
 use crate::versions;
 use crate::witness::{Event, WitnessView};
+use base64::Engine as _;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -90,8 +91,11 @@ struct Handshake {
 /// Placeholders known before any exchange: tool names, the requested version, the code table.
 pub fn base_placeholders(settings: &Settings) -> Placeholders {
     let mut p = Placeholders::default();
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t.as_bytes());
     p.set("denied_tool", settings.denied_tool.clone())
         .set("allowed_tool", settings.allowed_tool.clone())
+        .set("denied_tool_b64", b64(&settings.denied_tool))
+        .set("allowed_tool_b64", b64(&settings.allowed_tool))
         .set("protocol_version", settings.spec_version.clone())
         .set("session_id", "")
         .set(
@@ -171,6 +175,15 @@ fn case_body(ph: &Placeholders, spec: Option<&BodySpec>, modern: Option<&str>) -
         }
         _ => ph.body(spec),
     }
+}
+
+/// The settings the case's handshake uses: its own `handshake_version`, when it names one.
+fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
+    let mut s = settings.clone();
+    if let Some(v) = &case.spec.handshake_version {
+        s.spec_version = v.clone();
+    }
+    s
 }
 
 /// A runner-made request (ping, initialize) in the lane's era.
@@ -366,13 +379,15 @@ async fn run_http(
     let hs = match spec.session {
         SessionMode::None => None,
         SessionMode::Initialized if modern.is_some() => None,
-        SessionMode::Initialized => match http_handshake(url, settings, deadline).await {
-            Ok(hs) => Some(hs),
-            Err(e) => {
-                obs.setup_error = Some(e.to_string());
-                return obs;
+        SessionMode::Initialized => {
+            match http_handshake(url, &handshake_settings(case, settings), deadline).await {
+                Ok(hs) => Some(hs),
+                Err(e) => {
+                    obs.setup_error = Some(e.to_string());
+                    return obs;
+                }
             }
-        },
+        }
     };
     let mut ph = base_placeholders(settings);
     ph.set("host", url.authority())
@@ -573,7 +588,8 @@ async fn run_stdio(
     let modern = modern_setup(case, settings);
     if spec.session == SessionMode::Initialized && modern.is_none() {
         let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-            "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+            "params": {"protocolVersion": handshake_settings(case, settings).spec_version,
+                       "capabilities": {},
                        "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
         proc.send(line_body(&init)).await;
         let (answer, before, err) = read_until_answer(&mut proc, INIT_ID, deadline).await;

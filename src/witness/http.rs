@@ -272,7 +272,8 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
     let lax_binding = w.config.is(Broken::LaxBinding);
     let modern = looks_modern && (w.config.speaks_modern() || lax_binding);
     let is_response = matches!(&read, Some(Value::Object(o)) if !o.contains_key("method"));
-    if modern && is_response && !lax && !w.config.is(Broken::LaxEnvelope) {
+    let answers_anything = w.config.is(Broken::LaxEnvelope) || w.config.is(Broken::ReplyToAll);
+    if modern && is_response && !lax && !answers_anything {
         // 2026-07-28: a client MUST NOT POST responses (there are no server requests to answer).
         let err = json!({"jsonrpc": "2.0", "id": null,
             "error": {"code": -32600, "message": "Invalid Request: clients do not send responses in 2026-07-28"}});

@@ -408,14 +408,23 @@ impl Witness {
         let version = meta
             .and_then(|m| m.get(crate::versions::META_VERSION))
             .and_then(Value::as_str);
-        let Some(version) = version else {
-            return Reply::Refused(self.error(
-                echo,
-                -32602,
-                "Invalid params: _meta protocolVersion must be a string",
-                "_meta version",
-            ));
+        let version = match version {
+            Some(v) => v.to_string(),
+            // `any-version`: a version of any type is taken, as its text.
+            None if lax => meta
+                .and_then(|m| m.get(crate::versions::META_VERSION))
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            None => {
+                return Reply::Refused(self.error(
+                    echo,
+                    -32602,
+                    "Invalid params: _meta protocolVersion must be a string",
+                    "_meta version",
+                ))
+            }
         };
+        let version = version.as_str();
         let speaks = self.config.speaks(version) && crate::versions::is_modern(version);
         if !speaks && !lax {
             return Reply::Refused(self.unsupported(echo, Some(version)));

@@ -4,7 +4,7 @@
 //! unknown), protocol version (400), GET/DELETE, other methods 405 with `Allow`.
 
 use crate::canonical::Message;
-use crate::era::{self, Claim};
+use crate::era;
 use crate::proxy::{Credentials, Handled, Proxy};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -313,17 +313,17 @@ async fn post(
         Ok(v) => v,
         Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
     };
-    let modern =
-        era::claim(&canonical) != Claim::Legacy || header_version.is_some_and(era::is_modern);
+    let pairs: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_bytes()))
+        .collect();
+    let admission = era::admit(&canonical, pairs.as_slice());
+    let modern = admission.is_some();
     let is_initialize = !modern
         && canonical.message().method() == "initialize"
         && matches!(canonical.message(), Message::Request { .. });
-    if modern {
-        let pairs: Vec<(&str, &[u8])> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_bytes()))
-            .collect();
-        if era::check_binding(&canonical, pairs.as_slice()).is_err() && !faults.skip_binding {
+    if let Some(binding) = admission {
+        if binding.is_err() && !faults.skip_binding {
             let r = front.proxy.header_mismatch(&canonical);
             return json_answer(
                 StatusCode::BAD_REQUEST,
