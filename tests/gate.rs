@@ -176,3 +176,100 @@ fn an_engine_that_panics_or_fails_denies_inline_or_not() {
         }
     }
 }
+
+/// A 2026-07-28 call with its headers right.
+fn modern_call(tool: &str) -> (String, String) {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":"hi"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    );
+    let headers =
+        format!("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n");
+    (headers, body)
+}
+
+fn error_code(resp: &str) -> Option<i64> {
+    let body = resp.split("\r\n\r\n").nth(1)?;
+    let v: serde_json::Value = serde_json::from_str(body.trim()).ok()?;
+    v["error"]["code"].as_i64()
+}
+
+fn witness_received(gate: &Running, tool: &str) -> bool {
+    std::fs::read_to_string(gate._gate.witness_log.as_path())
+        .unwrap_or_default()
+        .contains(&format!("\"{tool}\""))
+}
+
+#[test]
+fn the_gate_serves_only_the_versions_it_is_configured_for() {
+    // Legacy only: a 2026-07-28 request is refused with -32022 naming what the gate speaks, and
+    // nothing reaches the downstream; initialize still works.
+    let legacy = start(|c| c.versions = vec!["2025-11-25".into()]);
+    let (headers, body) = modern_call("echo");
+    let (status, resp) = post(legacy.addr, &headers, &body);
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(error_code(&resp), Some(-32022));
+    assert!(resp.contains(r#""supported":["2025-11-25"]"#), "{resp}");
+    assert!(!witness_received(&legacy, "echo"));
+    assert_eq!(post(legacy.addr, "", INIT).0, 200);
+
+    // Modern only: initialize is told the supported versions; a modern call is forwarded with
+    // the headers the downstream checks (the witness refuses unbound requests), statelessly.
+    let modern = start(|c| c.versions = vec!["2026-07-28".into()]);
+    let (status, resp) = post(modern.addr, "", INIT);
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(error_code(&resp), Some(-32022));
+    assert!(resp.contains(r#""supported":["2026-07-28"]"#), "{resp}");
+    let (status, resp) = post(modern.addr, &headers, &body);
+    assert_eq!(status, 200, "{resp}");
+    assert!(resp.contains(r#""text":"hi""#), "{resp}");
+    assert!(!resp.to_ascii_lowercase().contains("mcp-session-id"), "{resp}");
+    assert!(witness_received(&modern, "echo"));
+}
+
+#[test]
+fn modern_denials_and_failures_use_codes_outside_the_reserved_range() {
+    let gate = start(|_| {});
+    let (headers, body) = modern_call("delete_everything");
+    let (status, resp) = post(gate.addr, &headers, &body);
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(error_code(&resp), Some(-31001));
+    // The configured table is used, and a table inside -32099..-32000 is refused at load.
+    let mut cfg: GateConfig = serde_json::from_str(WITNESS_POLICY).unwrap();
+    cfg.errors_modern.denied = -32010;
+    assert!(matches!(
+        cfg.validate(),
+        Err(reference_gate::config::ConfigError::ModernCodes)
+    ));
+    // A legacy session keeps the legacy table.
+    let (_, resp) = post(gate.addr, "", INIT);
+    let sid = session(&resp);
+    let call = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}"#;
+    let (_, resp) = post(gate.addr, &format!("Mcp-Session-Id: {sid}\r\n"), call);
+    assert_eq!(error_code(&resp), Some(-32001), "{resp}");
+}
+
+#[test]
+fn a_modern_claim_never_skips_the_session_of_a_legacy_request() {
+    let gate = start(|_| {});
+    // A legacy body (no _meta) under 2026 headers, without a session: -32020, not served.
+    let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    let (status, resp) = post(
+        gate.addr,
+        "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: echo\r\n",
+        call,
+    );
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(error_code(&resp), Some(-32020));
+    // A 2026 body under the session's legacy version header: -32020 too.
+    let (_, resp) = post(gate.addr, "", INIT);
+    let sid = session(&resp);
+    let (_, body) = modern_call("echo");
+    let (status, resp) = post(
+        gate.addr,
+        &format!("Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n"),
+        &body,
+    );
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(error_code(&resp), Some(-32020));
+    assert!(!witness_received(&gate, "echo"));
+}

@@ -433,10 +433,8 @@ impl Proxy {
                 });
                 done(Some(result_bytes(id, &result.to_string())), Handled::Local)
             }
-            "ping" if modern => done(
-                Some(result_bytes(id, r#"{"resultType":"complete"}"#)),
-                Handled::Local,
-            ),
+            // 2026-07-28 removed `ping` along with the handshake.
+            "ping" if modern => unknown(),
             "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
             "tools/list" => {
                 let mut r = self.tools_list(server_id, c, id, codes, &done).await;

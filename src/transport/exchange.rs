@@ -157,6 +157,14 @@ fn note_request(obs: &mut Observation, body: &Body) -> Option<Value> {
     Some(value)
 }
 
+/// The body as a lenient JSON reader takes it (comments, NaN, BOM, repaired UTF-8, last
+/// duplicate wins), when that reading is one message.
+fn lenient_reading(body: &Body) -> Option<Value> {
+    let bytes = body.to_vec_within(8 * 1024 * 1024)?;
+    let mut values = crate::witness::json::read(crate::witness::Personality::Lenient, &bytes).ok()?;
+    (values.len() == 1).then(|| values.remove(0))
+}
+
 /// The modern version this case speaks, if the lane is modern and the case wants the runner's
 /// usual setup (`session: initialized`): then the runner gives every request the per-request
 /// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
@@ -184,6 +192,16 @@ fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
         s.spec_version = v.clone();
     }
     s
+}
+
+/// The request the runner's alive probe and stdio barrier send: `ping`, which 2026-07-28
+/// removed; there `server/discover`, which every modern server must implement.
+fn liveness_method(settings: &Settings) -> &'static str {
+    if versions::is_modern(&settings.spec_version) {
+        "server/discover"
+    } else {
+        "ping"
+    }
 }
 
 /// A runner-made request (ping, initialize) in the lane's era.
@@ -333,7 +351,7 @@ async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>
             Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
         }
     };
-    let ping = own_request(settings, PROBE_ID, "ping");
+    let ping = own_request(settings, PROBE_ID, liveness_method(settings));
     match http::exchange(
         url,
         post_json(
@@ -408,6 +426,9 @@ async fn run_http(
             // What a conforming modern client sends with this body; the case may override or
             // remove any of it.
             headers.push(("mcp-protocol-version".into(), version.to_string()));
+            // A body that is not strict JSON gets the headers of what a lenient server reads
+            // in it, so such a server is judged by what it then does, not refused for headers.
+            let read = read.or_else(|| lenient_reading(&body));
             if let Some(read) = &read {
                 headers.extend(versions::mirrored_headers(read));
             }
@@ -648,7 +669,11 @@ async fn run_stdio(
             }
         }
     } else {
-        proc.send(line_body(&own_request(settings, BARRIER_ID, "ping")))
+        proc.send(line_body(&own_request(
+            settings,
+            BARRIER_ID,
+            liveness_method(settings),
+        )))
             .await;
         let (answer, before, err) = read_until_answer(&mut proc, BARRIER_ID, deadline).await;
         lines.extend(before);

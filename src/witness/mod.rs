@@ -449,7 +449,8 @@ impl Witness {
             return self.accepted();
         };
         let outcome = match method {
-            "initialize" => Ok(Outcome::Error(-32601, "Method not found")),
+            // Gone in 2026-07-28: the handshake and `ping` (and `logging/setLevel`).
+            "initialize" | "ping" => Ok(Outcome::Error(-32601, "Method not found")),
             "server/discover" => Ok(Outcome::Result(json!({
                 "supportedVersions": self.config.versions(),
                 "capabilities": {"tools": {"listChanged": false}},
