@@ -679,8 +679,12 @@ async fn run_stdio(
         lines.extend(before);
         match (&answer, err) {
             (Some(a), _) => {
-                obs.alive = check_alive.then_some(a.get("result").is_some());
-                if a.get("result").is_none() {
+                // A legacy `ping` must succeed; a modern barrier (`server/discover`) may be
+                // refused by a dual-era server whose process the case opened in the legacy era,
+                // and an answer with the barrier's id still shows the transport alive.
+                let ok = a.get("result").is_some() || versions::is_modern(&settings.spec_version);
+                obs.alive = check_alive.then_some(ok);
+                if !ok {
                     obs.alive_detail =
                         Some(format!("the ping after the case was answered with {a}"));
                 }
