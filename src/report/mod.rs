@@ -309,6 +309,9 @@ pub struct ReportRow {
     pub downstream: Option<String>,
     #[serde(default)]
     pub lane_version: Option<String>,
+    /// The version the row's case spoke (absent in reports older than versions).
+    #[serde(default)]
+    pub version: String,
 }
 
 /// One cell of the matrix: what a target did with a case.
@@ -373,21 +376,32 @@ pub struct MatrixRow {
     pub cells: Vec<Cell>,
 }
 
-fn lane_of(row: &ReportRow) -> String {
+/// A row's lane; with `versioned`, named with the row's version even when its own run had only
+/// one (so a report at one version lines up with others over several).
+fn lane_of(row: &ReportRow, versioned: bool) -> String {
+    let version = match (&row.lane_version, versioned && !row.version.is_empty()) {
+        (Some(v), _) => Some(v.as_str()),
+        (None, true) => Some(row.version.as_str()),
+        (None, false) => None,
+    };
     lane_name(
         row.profile,
         row.transport,
         row.downstream.as_deref(),
-        row.lane_version.as_deref(),
+        version,
     )
 }
 
 impl Matrix {
     pub fn build(reports: &[(String, ReportFile)]) -> Matrix {
         let mut index: std::collections::BTreeMap<(String, String), MatrixRow> = Default::default();
+        // When any report ran several versions, every lane is named with its version.
+        let versioned = reports
+            .iter()
+            .any(|(_, r)| r.results.iter().any(|row| row.lane_version.is_some()));
         for (col, (_, r)) in reports.iter().enumerate() {
             for row in &r.results {
-                let lane = lane_of(row);
+                let lane = lane_of(row, versioned);
                 let entry = index
                     .entry((lane.clone(), row.id.clone()))
                     .or_insert_with(|| MatrixRow {
