@@ -182,8 +182,9 @@ fn modern_call(tool: &str) -> (String, String) {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":"hi"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     );
-    let headers =
-        format!("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n");
+    let headers = format!(
+        "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: {tool}\r\n"
+    );
     (headers, body)
 }
 
@@ -222,7 +223,10 @@ fn the_gate_serves_only_the_versions_it_is_configured_for() {
     let (status, resp) = post(modern.addr, &headers, &body);
     assert_eq!(status, 200, "{resp}");
     assert!(resp.contains(r#""text":"hi""#), "{resp}");
-    assert!(!resp.to_ascii_lowercase().contains("mcp-session-id"), "{resp}");
+    assert!(
+        !resp.to_ascii_lowercase().contains("mcp-session-id"),
+        "{resp}"
+    );
     assert!(witness_received(&modern, "echo"));
 }
 

@@ -161,7 +161,8 @@ fn note_request(obs: &mut Observation, body: &Body) -> Option<Value> {
 /// duplicate wins), when that reading is one message.
 fn lenient_reading(body: &Body) -> Option<Value> {
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
-    let mut values = crate::witness::json::read(crate::witness::Personality::Lenient, &bytes).ok()?;
+    let mut values =
+        crate::witness::json::read(crate::witness::Personality::Lenient, &bytes).ok()?;
     (values.len() == 1).then(|| values.remove(0))
 }
 
@@ -674,7 +675,7 @@ async fn run_stdio(
             BARRIER_ID,
             liveness_method(settings),
         )))
-            .await;
+        .await;
         let (answer, before, err) = read_until_answer(&mut proc, BARRIER_ID, deadline).await;
         lines.extend(before);
         match (&answer, err) {
