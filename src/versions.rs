@@ -143,7 +143,8 @@ pub fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
     let Some(method) = message.get("method").and_then(Value::as_str) else {
         return out;
     };
-    out.push(("mcp-method".to_string(), header_value(method)));
+    // Method names are plain ASCII; only names and parameter values use the sentinel encoding.
+    out.push(("mcp-method".to_string(), method.to_string()));
     if NAMED_METHODS.contains(&method) {
         let params = message.get("params");
         let name = params

@@ -138,7 +138,7 @@ pub enum ConfigError {
     Codes,
     #[error("the modern error codes must lie outside -32099..=-32000 (the malformed code may be -32600)")]
     ModernCodes,
-    #[error("`versions` must list YYYY-MM-DD versions, at least one")]
+    #[error("`versions` must list protocol versions the gate knows (2025-06-18, 2025-11-25, 2026-07-28), at least one")]
     Versions,
 }
 
@@ -179,14 +179,10 @@ impl GateConfig {
         {
             return Err(ConfigError::ModernCodes);
         }
-        let shaped = |v: &str| {
-            v.len() == 10
-                && v.bytes().enumerate().all(|(i, c)| match i {
-                    4 | 7 => c == b'-',
-                    _ => c.is_ascii_digit(),
-                })
-        };
-        if self.versions.is_empty() || !self.versions.iter().all(|v| shaped(v)) {
+        // Only versions whose rules the gate implements: a configured future version would be
+        // served under rules the gate does not know.
+        let known = |v: &String| crate::era::DEFAULT_VERSIONS.contains(&v.as_str());
+        if self.versions.is_empty() || !self.versions.iter().all(known) {
             return Err(ConfigError::Versions);
         }
         Ok(())

@@ -206,7 +206,8 @@ pub fn downstream_headers(message: &serde_json::Value) -> Option<Vec<(&'static s
     let method = message.get("method")?.as_str()?;
     let mut out = vec![
         ("mcp-protocol-version", version.to_string()),
-        ("mcp-method", encode_value(method)),
+        // Compared raw by `check_binding`: method names are never sentinel-encoded.
+        ("mcp-method", method.to_string()),
     ];
     if NAMED_METHODS.contains(&method) {
         let key = if method == "resources/read" {

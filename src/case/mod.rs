@@ -559,6 +559,16 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
                 "`handshake_version` on a case without a session",
             ));
         }
+        let reaches_modern = spec
+            .versions
+            .as_ref()
+            .is_none_or(|r| r.to.as_deref().is_none_or(crate::versions::is_modern));
+        if reaches_modern {
+            return Err(invalid(
+                path,
+                "`handshake_version` on a case that applies to 2026-07-28 (no handshake there): give it `versions.to`",
+            ));
+        }
     }
     if spec.modern.is_some()
         && spec.versions.as_ref().is_some_and(|r| {

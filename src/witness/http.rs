@@ -271,13 +271,18 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         read.as_ref().and_then(versions::meta_version).is_some() || header_version.is_some();
     let lax_binding = w.config.is(Broken::LaxBinding);
     let modern = looks_modern && (w.config.speaks_modern() || lax_binding);
-    let is_response = matches!(&read, Some(Value::Object(o)) if !o.contains_key("method"));
+    let is_response = matches!(&read, Some(Value::Object(o))
+        if !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
     let answers_anything = w.config.is(Broken::LaxEnvelope) || w.config.is(Broken::ReplyToAll);
     if modern && is_response && !lax && !answers_anything {
         // 2026-07-28: a client MUST NOT POST responses (there are no server requests to answer).
-        let err = json!({"jsonrpc": "2.0", "id": null,
-            "error": {"code": -32600, "message": "Invalid Request: clients do not send responses in 2026-07-28"}});
-        return Ok(json_answer(StatusCode::BAD_REQUEST, &err));
+        let err = w.error(
+            Value::Null,
+            -32600,
+            "Invalid Request: clients do not send responses in 2026-07-28",
+            "response",
+        );
+        return Ok(refused(w, &err));
     }
     if modern && !lax && !lax_binding {
         // Only a well-formed request is held to its headers; anything else is refused by the
@@ -285,10 +290,13 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         if let Some(Value::Object(o)) = read.as_ref().filter(|v| well_formed_request(v)) {
             if !binding_ok(headers, o) {
                 let id = o.get("id").filter(|v| super::valid_id(v)).cloned();
-                let err = json!({"jsonrpc": "2.0", "id": id,
-                    "error": {"code": versions::HEADER_MISMATCH,
-                              "message": "Header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must equal the body"}});
-                return Ok(json_answer(StatusCode::BAD_REQUEST, &err));
+                let err = w.error(
+                    id.unwrap_or(Value::Null),
+                    versions::HEADER_MISMATCH,
+                    "Header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must equal the body",
+                    "binding",
+                );
+                return Ok(refused(w, &err));
             }
         }
     }
@@ -435,6 +443,16 @@ fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation)
 fn one_message(w: &Witness, body: &[u8]) -> Option<Value> {
     let mut values = super::json::read(w.config.personality, body).ok()?;
     (values.len() == 1).then(|| values.remove(0))
+}
+
+/// A refusal the front decides itself, rendered as the core's refusals are (the `crash500` mode's
+/// error page included).
+fn refused(w: &Witness, err: &Value) -> Answer {
+    if w.config.is(Broken::Crash500) {
+        crash_page(err)
+    } else {
+        json_answer(StatusCode::BAD_REQUEST, err)
+    }
 }
 
 /// A JSON-RPC 2.0 request or notification as the witness's core accepts one.

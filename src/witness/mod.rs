@@ -449,7 +449,7 @@ impl Witness {
             return self.accepted();
         };
         let outcome = match method {
-            // Gone in 2026-07-28: the handshake and `ping` (and `logging/setLevel`).
+            // Gone in 2026-07-28: the handshake and `ping`.
             "initialize" | "ping" => Ok(Outcome::Error(-32601, "Method not found")),
             "server/discover" => Ok(Outcome::Result(json!({
                 "supportedVersions": self.config.versions(),
