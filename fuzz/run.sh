@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run one fuzz target on the stable toolchain:
 #
-#   fuzz/run.sh TARGET [SECONDS]     # TARGET: canonical_bytes, smuggle, differential, proxy_roundtrip
+#   fuzz/run.sh TARGET [SECONDS]     # TARGET: canonical_bytes, smuggle, differential, proxy_roundtrip, binding
 #
 # Installs cargo-fuzz when it is missing. No sanitizer (`-s none`), so stable works with
 # RUSTC_BOOTSTRAP=1 (libFuzzer's coverage instrumentation needs no nightly feature otherwise).
