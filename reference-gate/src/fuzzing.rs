@@ -1138,12 +1138,6 @@ pub fn check_binding(data: &[u8]) -> Result<(), Finding> {
     check_binding_with(&proxy, &fwd, &model, gate_admission).map(|_| ())
 }
 
-pub fn fuzz_binding(data: &[u8]) {
-    if let Err(f) = check_binding(data) {
-        panic!("{f}");
-    }
-}
-
 /// The fuzz targets' entry points: panic on a finding.
 pub fn fuzz_canonical_bytes(data: &[u8]) {
     if let Err(f) = check_canonical_bytes(data) {
@@ -1159,6 +1153,12 @@ pub fn fuzz_smuggle(data: &[u8]) {
 
 pub fn fuzz_roundtrip(data: &[u8]) {
     if let Err(f) = check_roundtrip(data) {
+        panic!("{f}");
+    }
+}
+
+pub fn fuzz_binding(data: &[u8]) {
+    if let Err(f) = check_binding(data) {
         panic!("{f}");
     }
 }

@@ -437,9 +437,8 @@ impl Proxy {
             "ping" if modern => unknown(),
             "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
             "tools/list" => {
-                let mut r = self.tools_list(server_id, c, id, codes, &done).await;
-                r.modern = modern;
-                r
+                self.tools_list(server_id, c, id, codes, modern, &done)
+                    .await
             }
             "tools/call" => {
                 let mut r = self
@@ -458,6 +457,7 @@ impl Proxy {
         c: &Canonical,
         id: &Id,
         codes: ErrorCodes,
+        modern: bool,
         done: impl Fn(Option<Vec<u8>>, Handled) -> ProxyResult,
     ) -> ProxyResult {
         let failed = || {
@@ -493,7 +493,7 @@ impl Proxy {
             })
             .unwrap_or_default();
         let mut result = serde_json::json!({ "tools": tools });
-        if era::claim(c) != Claim::Legacy {
+        if modern {
             result["resultType"] = serde_json::Value::String("complete".into());
         }
         let result = result.to_string();
