@@ -37,6 +37,10 @@ pub struct Lane {
     /// Held while a case runs on a lane that reads a shared witness record, so each case sees
     /// only its own; lanes of several versions over one witness share it.
     pub serial: Arc<tokio::sync::Mutex<()>>,
+    /// An HTTP target that issues no `Mcp-Session-Id`: cases about sessions do not apply.
+    pub stateless: bool,
+    /// HTTP: the trial during which the target stopped accepting connections, while it is down.
+    pub died_during: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
@@ -61,6 +65,24 @@ impl Lane {
         r.version = self.version.clone();
         r.lane_version = self.version_in_name.then(|| self.version.clone());
         r
+    }
+
+    /// Whether the lane's endpoint takes connections (stdio endpoints are started per case and
+    /// always count as reachable).
+    pub fn reachable(&self) -> bool {
+        match &self.endpoint {
+            Endpoint::Http(url) => {
+                use std::net::ToSocketAddrs;
+                let addrs = (url.host.as_str(), url.port)
+                    .to_socket_addrs()
+                    .map(|a| a.collect::<Vec<_>>())
+                    .unwrap_or_default();
+                addrs.iter().any(|a| {
+                    std::net::TcpStream::connect_timeout(a, Duration::from_secs(2)).is_ok()
+                })
+            }
+            Endpoint::Stdio { .. } => true,
+        }
     }
 
     /// This lane in front of a witness of `personality`: its kind says so, and it runs only the
@@ -216,12 +238,17 @@ fn in_process_gate(
 }
 
 /// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness of `personality`
-/// logging per case.
+/// logging per case, as one shell-quoted string; `{downstream_argv}` the same command as words.
 pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Personality) -> Lane {
-    let command = template.replace(
-        "{downstream_cmd}",
-        &shell_words::quote(&stdio_witness_command(exe, personality)),
-    );
+    let witness = stdio_witness_command(exe, personality);
+    // `{downstream_argv}`: the same command as separate words, for gates that take their
+    // downstream as an argument list (`my-gate -- {downstream_argv}`), not through a shell.
+    let argv = shell_words::split(&witness)
+        .map(|words| shell_words::join(words))
+        .unwrap_or_else(|_| witness.clone());
+    let command = template
+        .replace("{downstream_cmd}", &shell_words::quote(&witness))
+        .replace("{downstream_argv}", &argv);
     plain_lane(
         TransportKind::Stdio,
         Profile::Gate,
@@ -297,39 +324,72 @@ pub fn plain_lane(
         version: crate::versions::NEWEST_LEGACY.to_string(),
         version_in_name: false,
         serial: Arc::new(tokio::sync::Mutex::new(())),
+        stateless: false,
+        died_during: Arc::new(std::sync::Mutex::new(None)),
     }
 }
 
-/// The versions `spec` means for the opened target: all known ones, the one given, or the
-/// newest the target answers (probed on its first lane; the newest legacy version when it
-/// answers no probe).
-pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Vec<String> {
-    match spec {
-        Spec::All => crate::versions::KNOWN
-            .iter()
-            .map(|v| v.to_string())
-            .collect(),
-        Spec::These(v) => v.clone(),
-        Spec::Newest => {
-            let probed = opened.lanes.first().and_then(|lane| {
-                opened
-                    .rt
-                    .block_on(exchange::newest_version(&lane.endpoint, settings))
-            });
-            vec![probed.unwrap_or_else(|| {
-                eprintln!(
-                    "note: the target answered neither server/discover nor initialize; using {}",
-                    crate::versions::NEWEST_LEGACY
-                );
-                crate::versions::NEWEST_LEGACY.to_string()
-            })]
-        }
+/// The versions `spec` means for the opened target, and whether it keeps no sessions: every
+/// known version it accepts (the default), the newest of them, or the ones given. The target is
+/// probed on its first lane (`exchange::probe`), and what was found is said on stderr; a target
+/// that answers no probe gets the newest legacy version, with a note.
+pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picked {
+    let first = opened.lanes.first();
+    // Given versions over stdio need no probe: statelessness is an HTTP matter.
+    let needs_probe = !matches!(spec, Spec::These(_))
+        || first.is_some_and(|l| l.transport == TransportKind::Http);
+    let probe = first.filter(|_| needs_probe).map(|lane| {
+        opened
+            .rt
+            .block_on(exchange::probe(&lane.endpoint, settings))
+    });
+    if let Some(p) = &probe {
+        eprintln!("versions: {}", p.summary());
     }
+    let accepted = probe
+        .as_ref()
+        .map(|p| p.accepted.clone())
+        .unwrap_or_default();
+    let fallback = || {
+        eprintln!(
+            "note: the target answered neither server/discover nor initialize; using {}",
+            crate::versions::NEWEST_LEGACY
+        );
+        vec![crate::versions::NEWEST_LEGACY.to_string()]
+    };
+    let versions = match spec {
+        Spec::These(v) => v.clone(),
+        Spec::Accepted if accepted.is_empty() => fallback(),
+        Spec::Accepted => accepted,
+        Spec::Newest => match accepted.into_iter().max() {
+            Some(v) => vec![v],
+            None => fallback(),
+        },
+    };
+    let stateless = probe.as_ref().is_some_and(exchange::Probe::is_stateless);
+    if stateless {
+        eprintln!(
+            "note: the target issues no Mcp-Session-Id (stateless); cases about sessions do not apply to it and are shown as ignored"
+        );
+    }
+    Picked {
+        versions,
+        stateless,
+    }
+}
+
+/// What [`pick_versions`] decided.
+#[derive(Debug, Clone)]
+pub struct Picked {
+    pub versions: Vec<String>,
+    /// The HTTP target keeps no sessions.
+    pub stateless: bool,
 }
 
 /// Repeat the opened lanes once per version (lanes in front of lenient downstream
 /// personalities only for the newest, as their family does not depend on the version).
-pub fn with_versions(lanes: Vec<Lane>, versions: &[String]) -> Vec<Lane> {
+pub fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
+    let versions = &picked.versions;
     let several = versions.len() > 1;
     let newest = versions.iter().max();
     let mut out = Vec::new();
@@ -340,6 +400,7 @@ pub fn with_versions(lanes: Vec<Lane>, versions: &[String]) -> Vec<Lane> {
             }
             let mut lane = lane.clone();
             lane.version = v.clone();
+            lane.stateless = picked.stateless && lane.transport == TransportKind::Http;
             lane.version_in_name = several;
             if several {
                 lane.kind = format!("{} {v}", lane.kind);

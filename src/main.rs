@@ -89,7 +89,9 @@ struct TargetArgs {
     /// witness URL, `{port}` a free loopback port where the gate must serve /mcp. Gate profile.
     #[arg(long)]
     gate: Option<String>,
-    /// A stdio gate to start per case: `{downstream_cmd}` becomes a stdio witness command. Gate profile.
+    /// A stdio gate to start per case: `{downstream_cmd}` becomes a stdio witness command (one
+    /// shell-quoted string, for `sh -c`), `{downstream_argv}` the same command as separate words
+    /// (for `my-gate -- {downstream_argv}`). Gate profile.
     #[arg(long)]
     gate_stdio: Option<String>,
 }
@@ -114,10 +116,12 @@ impl TargetArgs {
 /// How each case (or fuzz input) is exchanged with the target.
 #[derive(Args, Debug)]
 struct ExchangeArgs {
-    /// The protocol version(s) to speak: versions, comma-separated (2025-06-18, 2025-11-25,
-    /// 2026-07-28), each with its own lanes; `all` for every known one; or `newest`, the newest
-    /// the target answers (a server/discover probe, then initialize).
-    #[arg(long, default_value = "newest")]
+    /// The protocol version(s) to speak. `accepted` (default; `all` is the same): every known
+    /// version the target accepts, found by probing it (server/discover, then one initialize
+    /// per legacy version), each with its own lanes, and none it does not offer. `newest`: the
+    /// newest of those. Or versions, comma-separated (2025-06-18, 2025-11-25, 2026-07-28),
+    /// spoken whatever the target offers.
+    #[arg(long, default_value = "accepted")]
     spec: Spec,
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
@@ -219,6 +223,24 @@ struct RunArgs {
     /// A harmless tool taking {"text": string}.
     #[arg(long, default_value = "echo")]
     allowed_tool: String,
+    /// Text the denied tool answers when it runs, if it says one (empty: none). Without it the
+    /// canary is still judged by the protocol: a successful result to a call of --denied-tool,
+    /// or any result to a request smuggled behind another, means it ran.
+    #[arg(long, default_value = witness::CANARY_MARKER)]
+    canary_text: String,
+    /// A file the target appends to whenever the denied tool runs (an execution side channel);
+    /// any growth during a case means it ran.
+    #[arg(long)]
+    canary_log: Option<PathBuf>,
+    /// How the target refuses a tool call: `error` (a JSON-RPC error, the default) or `result`
+    /// (a tool result with isError: true, as some gates do); either runs nothing.
+    #[arg(long, default_value = "error", value_parser = parse_deny_style)]
+    deny_style: mcp_gauntlet::verdict::DenyStyle,
+    /// HTTP targets: a command (one string, run with `sh -c`) that restarts the target after a
+    /// case killed it; the runner waits until the URL accepts connections again. Without it the
+    /// trials after the death are not run (shown as ignored, with the case that killed it).
+    #[arg(long, requires = "http")]
+    restart_cmd: Option<String>,
     /// Write a JSON report (format mcp-gauntlet-report/1) to FILE.
     #[arg(long)]
     report: Option<PathBuf>,
@@ -265,6 +287,12 @@ struct WitnessArgs {
     /// ones per request. Default: 2025-06-18, 2025-11-25 and 2026-07-28.
     #[arg(long, value_delimiter = ',', value_parser = parse_version)]
     versions: Vec<String>,
+    /// What the canary tool answers when it runs (default CANARY-EXECUTED).
+    #[arg(long)]
+    canary_text: Option<String>,
+    /// HTTP: issue no Mcp-Session-Id and serve requests without one (the SDKs' stateless mode).
+    #[arg(long)]
+    stateless: bool,
 }
 
 fn parse_version(s: &str) -> Result<String, String> {
@@ -285,6 +313,10 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
         return Err("expected 1 <= K <= N".into());
     }
     Ok((k, n))
+}
+
+fn parse_deny_style(s: &str) -> Result<mcp_gauntlet::verdict::DenyStyle, String> {
+    s.parse()
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -411,8 +443,12 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         settings: Settings {
             denied_tool: args.denied_tool,
             allowed_tool: args.allowed_tool,
+            canary_text: args.canary_text,
+            canary_log: args.canary_log,
+            deny_style: args.deny_style,
             ..args.exchange.settings()
         },
+        restart_cmd: args.restart_cmd,
         spec: args.exchange.spec,
         total_timeout: Duration::from_secs(args.total_timeout.max(1)),
         report: args.report,
@@ -442,6 +478,8 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         sse: args.sse,
         personality: args.personality,
         versions: args.versions,
+        canary_text: args.canary_text,
+        stateless: args.stateless,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -6,7 +6,7 @@ use crate::lanes;
 use crate::report::{self, Collector, Record, RunInfo};
 use crate::transport::exchange::{self, Settings};
 use crate::verdict::{self, Context, Status};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,6 +87,8 @@ pub struct RunOptions {
     pub libtest_args: Vec<String>,
     /// The program to run as the stdio witness for the embedded default (normally this binary).
     pub self_exe: Option<PathBuf>,
+    /// HTTP targets: how to restart the target after a case killed it (`sh -c`).
+    pub restart_cmd: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -98,7 +100,7 @@ impl Default for RunOptions {
             extra_cases: Vec::new(),
             headers: Vec::new(),
             settings: Settings::default(),
-            spec: crate::versions::Spec::Newest,
+            spec: crate::versions::Spec::Accepted,
             total_timeout: Duration::from_secs(1800),
             report: None,
             junit: None,
@@ -107,6 +109,7 @@ impl Default for RunOptions {
             shard: None,
             libtest_args: Vec::new(),
             self_exe: None,
+            restart_cmd: None,
         }
     }
 }
@@ -152,8 +155,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    let versions = lanes::pick_versions(&opened, &opts.spec, &settings);
-    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &versions);
+    let picked = lanes::pick_versions(&opened, &opts.spec, &settings);
+    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &picked);
+    let versions = picked.versions.clone();
     let rt = opened.rt.clone();
     let target_name = opened.name.clone();
 
@@ -162,6 +166,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         None => None,
     };
     let collector = Collector::default();
+    let restarts = Arc::new(Restarts {
+        command: opts.restart_cmd.clone(),
+        children: std::sync::Mutex::new(Vec::new()),
+    });
     let global_deadline = Instant::now() + opts.total_timeout;
     let mut trials = Vec::new();
     for lane in std::mem::take(&mut opened.lanes) {
@@ -184,7 +192,8 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             }
             let applies = case.applies_to_transport(lane.transport)
                 && case.applies_to_profile(lane.profile)
-                && case.applies_to_version(&settings.spec_version);
+                && case.applies_to_version(&settings.spec_version)
+                && !(case.spec.stateful && lane.stateless);
             let case = case.clone();
             let name = case.id.clone();
             let kind = lane.kind.clone();
@@ -197,7 +206,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 );
                 continue;
             }
-            let (rt, lane, settings, collector, secrets, serial, baseline) = (
+            let (rt, lane, settings, collector, secrets, serial, baseline, restarts) = (
                 rt.clone(),
                 lane.clone(),
                 settings.clone(),
@@ -205,10 +214,22 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 secrets.clone(),
                 serial.clone(),
                 baseline.clone(),
+                restarts.clone(),
             );
             let (profile, strict) = (lane.profile, opts.strict);
             trials.push(
-                Trial::test(name, move || {
+                Trial::ignorable_test(name, move || {
+                    // A target that died earlier in the run: this trial is not run, and says why.
+                    if let Some(why) = lane_down(&lane, &case.id, &restarts) {
+                        let mut record = lane.record(&case, None, 0);
+                        record.findings.push(verdict::Finding {
+                            check: verdict::Check::Setup,
+                            status: Status::Warn,
+                            message: why.clone(),
+                        });
+                        collector.push(record);
+                        return Ok(Completion::ignored_with(why));
+                    }
                     if Instant::now() > global_deadline {
                         let msg = "the run's total deadline passed before this case started";
                         let mut record = lane.record(&case, None, 0);
@@ -221,6 +242,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         collector.push(record);
                         return Err(Failed::from(msg));
                     }
+                    let case_id = case.id.clone();
                     let check_alive = case
                         .expectation(profile, strict, &settings.spec_version)
                         .alive.unwrap_or(true);
@@ -252,8 +274,23 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                             .clone()
                             .unwrap_or_else(|| "POST".into()),
                         placeholders: exchange::base_placeholders(&settings),
+                        canary_text: settings.canary_text.clone(),
+                        deny_style: settings.deny_style,
                     };
-                    let v = verdict::judge(&case, &obs, &ctx);
+                    let mut v = verdict::judge(&case, &obs, &ctx);
+                    // The case that killed an HTTP target fails with the evidence, once; the
+                    // target is restarted (`--restart-cmd`) or the lane's later trials not run.
+                    if obs.alive == Some(false) && lane.transport == crate::case::TransportKind::Http
+                        && !lane.reachable()
+                    {
+                        let note = mark_dead(&lane, &case_id, &restarts);
+                        v.findings.push(verdict::Finding {
+                            check: verdict::Check::Alive,
+                            status: Status::Fail,
+                            message: note,
+                        });
+                        v.status = Status::Fail;
+                    }
                     let mut record = lane.record(&case, Some(&v), obs.elapsed.as_millis() as u64);
                     // Whatever came back may echo a `--header` value: never into any output.
                     for f in &mut record.findings {
@@ -284,7 +321,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         (Status::Warn | Status::Pass, false) => Ok(()),
                     };
                     collector.push(record);
-                    result
+                    result.map(|()| Completion::Completed)
                 })
                 .with_kind(kind),
             );
@@ -296,6 +333,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     );
     let listing = args.list;
     let conclusion = libtest_mimic::run(&args, trials);
+    restarts.stop();
     let records = collector.records();
     if !listing {
         print!("{}", report::warning_summary(&records));
@@ -357,4 +395,107 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         failed: conclusion.has_failed(),
         records,
     })
+}
+
+/// How a run brings a dead HTTP target back (`--restart-cmd`), and the processes it started.
+struct Restarts {
+    command: Option<String>,
+    children: std::sync::Mutex<Vec<std::process::Child>>,
+}
+
+impl Restarts {
+    /// Start the restart command and wait (30 s at most) until the lane's endpoint accepts
+    /// connections again. Whether it did.
+    fn restart(&self, lane: &lanes::Lane) -> bool {
+        let Some(command) = &self.command else {
+            return false;
+        };
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(c) => {
+                if let Ok(mut kids) = self.children.lock() {
+                    kids.push(c);
+                }
+            }
+            Err(e) => {
+                eprintln!("the restart command could not be started: {e}");
+                return false;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if lane.reachable() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// Kill every process the restart command left running.
+    fn stop(&self) {
+        if let Ok(mut kids) = self.children.lock() {
+            for c in kids.iter_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// Record that the lane's target died during `case_id` (said once on stderr), and restart it
+/// when the run can. The text for the trial that killed it.
+fn mark_dead(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> String {
+    let Ok(mut died) = lane.died_during.lock() else {
+        return "the target stopped accepting connections after this case".into();
+    };
+    if died.is_none() {
+        eprintln!(
+            "the target stopped accepting connections after [{}] {case_id}: this trial fails with the evidence",
+            lane.kind
+        );
+        *died = Some(case_id.to_string());
+    }
+    if restarts.restart(lane) {
+        eprintln!("the target was restarted with --restart-cmd; the run goes on");
+        *died = None;
+        "the target stopped accepting connections after this case (it was restarted)".into()
+    } else {
+        format!(
+            "the target stopped accepting connections after this case; the lane's later trials are not run{}",
+            if restarts.command.is_some() {
+                " (the restart command did not bring it back within 30 s)"
+            } else {
+                " (give --restart-cmd to restart it)"
+            }
+        )
+    }
+}
+
+/// Why a trial on `lane` is not run: the target died earlier and was not brought back. A
+/// target found unreachable before any trial saw it die is marked dead here (and restarted
+/// when the run can).
+fn lane_down(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> Option<String> {
+    if lane.transport != crate::case::TransportKind::Http {
+        return None;
+    }
+    let killer = lane.died_during.lock().ok()?.clone();
+    let killer = match killer {
+        Some(k) => k,
+        None if lane.reachable() => return None,
+        None => {
+            mark_dead(lane, &format!("(a trial before {case_id})"), restarts);
+            lane.died_during.lock().ok()?.clone()?
+        }
+    };
+    Some(format!(
+        "not run: the target stopped accepting connections after [{}] {killer}",
+        lane.kind
+    ))
 }

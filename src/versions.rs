@@ -50,26 +50,29 @@ pub fn looks_like_version(v: &str) -> bool {
 /// Which versions a run uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spec {
-    /// The newest version the target speaks, found by probing it.
+    /// Every known version the target accepts, found by probing it (`accepted`, the default;
+    /// `all` means the same): an attacker picks the weakest version a server takes, so each
+    /// one is tested, and none it does not offer.
+    Accepted,
+    /// The newest version the target accepts, found by probing it.
     Newest,
-    /// These (one or more, comma-separated on the command line), each with its own lanes.
+    /// These (one or more, comma-separated on the command line), each with its own lanes,
+    /// whatever the target offers.
     These(Vec<String>),
-    /// Every known version, one set of lanes each.
-    All,
 }
 
 impl std::str::FromStr for Spec {
     type Err = String;
     fn from_str(s: &str) -> Result<Spec, String> {
         match s {
-            "all" => Ok(Spec::All),
+            "accepted" | "all" => Ok(Spec::Accepted),
             "newest" => Ok(Spec::Newest),
             list => {
                 let mut out = Vec::new();
                 for v in list.split(',').map(str::trim) {
                     if !looks_like_version(v) {
                         return Err(format!(
-                            "`{v}` is not a version (YYYY-MM-DD), `newest` or `all`; known: {}",
+                            "`{v}` is not a version (YYYY-MM-DD), `accepted`, `all` or `newest`; known: {}",
                             KNOWN.join(", ")
                         ));
                     }

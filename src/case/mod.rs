@@ -212,6 +212,29 @@ impl Placeholders {
         out
     }
 
+    /// Raw bytes with every known `{{name}}` replaced where it is spelled in UTF-8 (or ASCII), in
+    /// UTF-16LE or in UTF-16BE, by the value in the same encoding; the bytes around it (invalid
+    /// UTF-8, a BOM) are kept as they are. This is how a base64 body carries `{{meta}}`.
+    pub fn apply_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        for (name, value) in &self.values {
+            let key = format!("{{{{{name}}}}}");
+            let utf16 = |s: &str, le: bool| -> Vec<u8> {
+                s.encode_utf16()
+                    .flat_map(|u| if le { u.to_le_bytes() } else { u.to_be_bytes() })
+                    .collect()
+            };
+            for (pattern, replacement) in [
+                (key.as_bytes().to_vec(), value.as_bytes().to_vec()),
+                (utf16(&key, true), utf16(value, true)),
+                (utf16(&key, false), utf16(value, false)),
+            ] {
+                out = replace_bytes(&out, &pattern, &replacement);
+            }
+        }
+        out
+    }
+
     /// A JSON value with placeholders replaced in its strings and member names.
     pub fn apply_json_value(&self, value: &serde_json::Value) -> serde_json::Value {
         self.apply_json(value)
@@ -245,9 +268,11 @@ impl Placeholders {
             BodySpec::Text(t) => Body::from_bytes(self.apply(t).into_bytes()),
             // Validated at load time.
             BodySpec::Base64(b) => Body::from_bytes(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .unwrap_or_default(),
+                self.apply_bytes(
+                    &base64::engine::general_purpose::STANDARD
+                        .decode(b)
+                        .unwrap_or_default(),
+                ),
             ),
             BodySpec::Repeat(r) => {
                 let mut body = Body::default();
@@ -267,6 +292,25 @@ impl Placeholders {
             }
         }
     }
+}
+
+/// `bytes` with every occurrence of `pattern` replaced by `replacement`.
+fn replace_bytes(bytes: &[u8], pattern: &[u8], replacement: &[u8]) -> Vec<u8> {
+    if pattern.is_empty() || bytes.len() < pattern.len() {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(pattern) {
+            out.extend_from_slice(replacement);
+            i += pattern.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// The set of cases a run uses.

@@ -121,6 +121,11 @@ pub struct CaseSpec {
     pub versions: Option<VersionRange>,
     #[serde(default)]
     pub session: SessionMode,
+    /// The case is about sessions (what a server that issues `Mcp-Session-Id` must do without
+    /// one, with an unknown one, or before `initialize`): over HTTP it applies only to targets
+    /// that keep sessions, and a stateless target's trials are shown as ignored.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stateful: bool,
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]

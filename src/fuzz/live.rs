@@ -53,7 +53,7 @@ impl Default for FuzzOptions {
             max_findings: 10,
             save: None,
             settings: Settings::default(),
-            spec: crate::versions::Spec::Newest,
+            spec: crate::versions::Spec::Accepted,
             self_exe: None,
             progress: true,
         }
@@ -193,6 +193,8 @@ async fn try_model(
         version: settings.spec_version.clone(),
         method: "POST".into(),
         placeholders: exchange::base_placeholders(settings),
+        canary_text: settings.canary_text.clone(),
+        deny_style: settings.deny_style,
     };
     let v = verdict::judge(&case, &obs, &ctx);
     Ok((v.status == Status::Fail).then(|| (v.explain(&case, &obs), text)))
@@ -202,8 +204,8 @@ async fn try_model(
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
     let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    let versions = lanes::pick_versions(&opened, &opts.spec, &opts.settings);
-    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &versions);
+    let picked = lanes::pick_versions(&opened, &opts.spec, &opts.settings);
+    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
     let say = |line: String| {
         if opts.progress {

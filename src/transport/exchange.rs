@@ -47,6 +47,13 @@ pub struct Settings {
     pub settle: Duration,
     pub denied_tool: String,
     pub allowed_tool: String,
+    /// A file the target appends to when its denied tool runs (`--canary-log`): its growth
+    /// during a case is an execution.
+    pub canary_log: Option<std::path::PathBuf>,
+    /// The text the denied tool answers when it runs (`--canary-text`; empty: none).
+    pub canary_text: String,
+    /// How the target refuses a tool call (`--deny-style`), for the verdict.
+    pub deny_style: crate::verdict::DenyStyle,
     /// The gate's error codes (malformed, denied, downstream) for legacy versions…
     pub codes: [i64; 3],
     /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
@@ -75,6 +82,9 @@ impl Default for Settings {
             settle: Duration::from_millis(1000),
             denied_tool: crate::witness::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
+            canary_log: None,
+            canary_text: crate::witness::CANARY_MARKER.into(),
+            deny_style: crate::verdict::DenyStyle::Error,
             codes: [-32600, -32001, -32002],
             modern_codes: [-32600, -31001, -31002],
         }
@@ -122,6 +132,11 @@ pub async fn run_case(
     check_alive: bool,
 ) -> Observation {
     let started = Instant::now();
+    // The side channel's length before the case: whatever is appended after is this case's.
+    let log_start = settings
+        .canary_log
+        .as_ref()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
     let mut obs = match endpoint {
         Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
         Endpoint::Stdio { command, log_dir } => {
@@ -137,14 +152,146 @@ pub async fn run_case(
         }
     };
     obs.elapsed = started.elapsed();
+    if let (Some(path), Some(start)) = (&settings.canary_log, log_start) {
+        obs.canary_log = Some(appended_since(path, start));
+    }
     obs
+}
+
+/// What was appended to `path` after its first `start` bytes (at most 4 KiB of it, lossy).
+fn appended_since(path: &std::path::Path, start: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let mut buf = Vec::new();
+    // A log that shrank was rotated or truncated: read it from the start.
+    let len = f.metadata().map_or(0, |m| m.len());
+    let from = if len < start { 0 } else { start };
+    if f.seek(SeekFrom::Start(from)).is_err() {
+        return String::new();
+    }
+    let _ = f.take(4096).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Further HTTP responses in the bytes read after the first one on a connection: each status
+/// line, and the JSON-RPC messages in its body (JSON, SSE, chunked or not).
+pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
+    let mut out = Vec::new();
+    let starts: Vec<usize> = (0..bytes.len())
+        .filter(|&i| bytes[i..].starts_with(b"HTTP/1.") && (i == 0 || bytes[i - 1] == b'\n'))
+        .collect();
+    for (n, &at) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).copied().unwrap_or(bytes.len());
+        let part = &bytes[at..end];
+        let status = part
+            .get(9..12)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let Some(head_end) = part.windows(4).position(|w| w == b"\r\n\r\n") else {
+            out.push(super::TrailingAnswer {
+                status,
+                messages: Vec::new(),
+            });
+            continue;
+        };
+        let head = String::from_utf8_lossy(&part[..head_end]).to_ascii_lowercase();
+        let mut body = part[head_end + 4..].to_vec();
+        if head.contains("transfer-encoding: chunked") {
+            body = dechunk(&body);
+        }
+        let mut messages = Vec::new();
+        if let Some(v) = parse_answer_json(&body) {
+            messages.push(v);
+        } else {
+            for m in http::sse_messages(&body).into_iter().flatten() {
+                messages.push(m);
+            }
+        }
+        out.push(super::TrailingAnswer { status, messages });
+    }
+    out
+}
+
+/// The payload of a chunked body, as far as it is well-formed.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = body.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&body[..eol])
+            .ok()
+            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
+        let Some(size) = size.filter(|n| *n > 0) else {
+            break;
+        };
+        let data = &body[eol + 2..];
+        out.extend_from_slice(&data[..size.min(data.len())]);
+        body = data.get(size + 2..).unwrap_or(&[]);
+    }
+    out
+}
+
+/// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
+/// which serde_json refuses: such a text is read with the escape replaced by U+FFFD, so an
+/// answer that echoes one is still a JSON-RPC answer. Raw invalid UTF-8 is still not JSON.
+pub fn parse_answer_json(bytes: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => Some(v),
+        Err(_) => serde_json::from_slice(&replace_lone_surrogate_escapes(bytes)?).ok(),
+    }
+}
+
+/// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
+/// `\uFFFD`; `None` when there is none.
+fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
+    let hex = |b: &[u8]| -> Option<u16> {
+        let s = std::str::from_utf8(b).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    };
+    let escape_at = |i: usize| -> Option<u16> {
+        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
+            .then(|| hex(bytes.get(i + 2..i + 6)?))
+            .flatten()
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if let Some(u) = escape_at(i) {
+                let pair = (0xD800..0xDC00).contains(&u)
+                    && escape_at(i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l));
+                if pair {
+                    out.extend_from_slice(&bytes[i..i + 12]);
+                    i += 12;
+                } else if (0xD800..0xE000).contains(&u) {
+                    out.extend_from_slice(b"\\uFFFD");
+                    changed = true;
+                    i += 6;
+                } else {
+                    out.extend_from_slice(&bytes[i..i + 6]);
+                    i += 6;
+                }
+                continue;
+            }
+            // Any other escape: copy it whole, so `\\u…` is not taken for a `\u` escape.
+            out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
+            i += 2;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    changed.then_some(out)
 }
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
 /// Returns the body as the runner reads it (a plain JSON reading), when it can.
-fn note_request(obs: &mut Observation, body: &Body) -> Option<Value> {
+fn note_request(obs: &mut Observation, body: &Body, denied_tool: &str) -> Option<Value> {
     obs.expects_response = true;
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
+    obs.denied_ids = denied_call_ids(&bytes, denied_tool);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
@@ -155,6 +302,48 @@ fn note_request(obs: &mut Observation, body: &Body) -> Option<Value> {
         obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
     }
     Some(value)
+}
+
+/// Ids that every reading of `bytes` (each personality's, over the whole body and over each
+/// line) gives to a `tools/call` of `denied_tool`, and no reading gives to anything else. An id
+/// that some reading takes as another method or tool (a duplicate `name`, say) is left out: its
+/// successful answer could be the harmless reading's.
+pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
+    use crate::witness::{json, Personality};
+    let mut denied: Vec<Value> = Vec::new();
+    let mut other: Vec<Value> = Vec::new();
+    let mut visit = |m: &Value| {
+        let Some(id) = m.get("id").filter(|i| !i.is_null()) else {
+            return;
+        };
+        let is_denied = m.get("method").and_then(Value::as_str) == Some("tools/call")
+            && m.get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                == Some(denied_tool);
+        let list = if is_denied { &mut denied } else { &mut other };
+        if !list.contains(id) {
+            list.push(id.clone());
+        }
+    };
+    let stripped = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let pieces = std::iter::once(stripped).chain(
+        stripped
+            .split(|b| *b == b'\n')
+            .filter(|_| stripped.contains(&b'\n')),
+    );
+    for piece in pieces {
+        for p in Personality::ALL {
+            for v in json::read(p, piece).unwrap_or_default() {
+                match &v {
+                    Value::Array(items) => items.iter().for_each(&mut visit),
+                    one => visit(one),
+                }
+            }
+        }
+    }
+    denied.retain(|id| !other.contains(id));
+    denied
 }
 
 /// The body as a lenient JSON reader takes it (comments, NaN, BOM, repaired UTF-8, last
@@ -284,10 +473,10 @@ fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
         }
         return (msgs, garbage);
     }
-    match serde_json::from_slice::<Value>(&resp.body) {
-        Ok(v) => msgs.push(v),
+    match parse_answer_json(&resp.body) {
+        Some(v) => msgs.push(v),
         // A non-JSON error body (plain text, HTML) is allowed on a refusal; the verdict decides.
-        Err(_) => garbage.push(resp.body.iter().copied().take(PREFIX_KEEP).collect()),
+        None => garbage.push(resp.body.iter().copied().take(PREFIX_KEEP).collect()),
     }
     (msgs, garbage)
 }
@@ -421,7 +610,7 @@ async fn run_http(
         Wire::Raw(ph.apply(raw).into_bytes())
     } else {
         let body = case_body(&ph, req.body.as_ref(), modern);
-        let read = note_request(&mut obs, &body);
+        let read = note_request(&mut obs, &body, &settings.denied_tool);
         let mut headers = standard_headers(url, settings, hs.as_ref(), None);
         if let Some(version) = modern {
             // What a conforming modern client sends with this body; the case may override or
@@ -433,6 +622,7 @@ async fn run_http(
             if let Some(read) = &read {
                 headers.extend(versions::mirrored_headers(read));
             }
+            // Recorded after the case's own header changes below.
         }
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
@@ -461,6 +651,7 @@ async fn run_http(
                 }
             }
         }
+        obs.sent_mcp_method = headers.iter().any(|(k, _)| k == "mcp-method");
         obs.request_accept = headers
             .iter()
             .find(|(k, _)| k == "accept")
@@ -491,6 +682,7 @@ async fn run_http(
             if !resp.trailing.is_empty() {
                 scan.push('\n');
                 scan.push_str(&String::from_utf8_lossy(&resp.trailing));
+                obs.trailing_answers = trailing_answers(&resp.trailing);
             }
             for (k, v) in &resp.headers {
                 scan.push('\n');
@@ -644,7 +836,7 @@ async fn run_stdio(
     let mark = witness.map(WitnessView::mark);
     let req = &spec.request;
     let mut body = case_body(&ph, req.body.as_ref(), modern);
-    note_request(&mut obs, &body);
+    note_request(&mut obs, &body, &settings.denied_tool);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
     }
@@ -709,8 +901,8 @@ async fn run_stdio(
             }
         }
         let answered = lines.iter().any(|l| {
-            matches!(l, Line::Text(t) if serde_json::from_slice::<Value>(t)
-                .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some()))
+            matches!(l, Line::Text(t) if parse_answer_json(t)
+                .is_some_and(|v| v.get("result").is_some() || v.get("error").is_some()))
         });
         // A body the runner cannot read itself (invalid UTF-8, extensions) still expects an
         // answer: a lenient server may repair it and run it asynchronously, answering after the
@@ -722,8 +914,8 @@ async fn run_stdio(
                 if line == Line::Eof {
                     break;
                 }
-                let is_answer = matches!(&line, Line::Text(t) if serde_json::from_slice::<Value>(t)
-                    .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some()));
+                let is_answer = matches!(&line, Line::Text(t) if parse_answer_json(t)
+                    .is_some_and(|v| v.get("result").is_some() || v.get("error").is_some()));
                 lines.push(line);
                 if is_answer {
                     break;
@@ -750,8 +942,8 @@ async fn run_stdio(
         if obs.body_prefix.is_empty() {
             obs.body_prefix = bytes.iter().copied().take(PREFIX_KEEP).collect();
         }
-        match serde_json::from_slice::<Value>(bytes) {
-            Ok(v) if whole => obs.messages.push(v),
+        match parse_answer_json(bytes) {
+            Some(v) if whole => obs.messages.push(v),
             _ => obs
                 .garbage
                 .push(bytes.iter().copied().take(PREFIX_KEEP).collect()),
@@ -777,21 +969,75 @@ async fn run_stdio(
 /// The id of the runner's version probe.
 pub const DISCOVER_ID: &str = "gauntlet-discover";
 
-/// The newest known version `endpoint` speaks: a modern `server/discover` first (its
-/// `supportedVersions`, or the `supported` list of an unsupported-version error), then a legacy
-/// `initialize` asking for the newest legacy version (the version it answers). `None` when the
-/// endpoint answers neither.
-pub async fn newest_version(endpoint: &Endpoint, settings: &Settings) -> Option<String> {
-    let deadline = Instant::now() + settings.probe_timeout;
+/// What the version probe learned about a target.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// Known versions the target accepts, oldest first: modern ones listed by `server/discover`
+    /// (or by its unsupported-version error), legacy ones whose `initialize` it answered with
+    /// that very version.
+    pub accepted: Vec<String>,
+    /// Legacy versions it served over HTTP without issuing an `Mcp-Session-Id` (stateless).
+    pub stateless: Vec<String>,
+    /// Legacy versions it answered `initialize` for with another version (negotiated away).
+    pub countered: Vec<(String, String)>,
+}
+
+impl Probe {
+    /// Whether the target keeps no sessions (every accepted legacy version was stateless).
+    pub fn is_stateless(&self) -> bool {
+        !self.stateless.is_empty()
+    }
+
+    /// One line for the console: what was found.
+    pub fn summary(&self) -> String {
+        let shown: Vec<String> = self
+            .accepted
+            .iter()
+            .map(|v| {
+                if self.stateless.contains(v) {
+                    format!("{v} (stateless: no Mcp-Session-Id)")
+                } else {
+                    v.clone()
+                }
+            })
+            .collect();
+        let missing: Vec<&str> = versions::KNOWN
+            .iter()
+            .copied()
+            .filter(|v| !self.accepted.iter().any(|a| a == v))
+            .collect();
+        let mut line = if shown.is_empty() {
+            "the target accepted no known protocol version".to_string()
+        } else {
+            format!("the target accepts {}", shown.join(", "))
+        };
+        if !missing.is_empty() {
+            line.push_str(&format!(
+                "; not offered, not tested: {}",
+                missing.join(", ")
+            ));
+        }
+        for (asked, got) in &self.countered {
+            line.push_str(&format!("; initialize {asked} was answered with {got}"));
+        }
+        line
+    }
+}
+
+/// Every known version `endpoint` accepts: a modern `server/discover` (its `supportedVersions`,
+/// or the `supported` list of an unsupported-version error), then one `initialize` per legacy
+/// version (accepted when the answer agrees to that version; over HTTP, stateless when no
+/// `Mcp-Session-Id` came with it). Each probe uses a fresh connection or process.
+pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
+    let mut out = Probe::default();
     let mut modern = settings.clone();
     modern.spec_version = versions::NEWEST.to_string();
     let discover = own_request(&modern, DISCOVER_ID, "server/discover");
-    let mut legacy = settings.clone();
-    legacy.spec_version = versions::NEWEST_LEGACY.to_string();
-    match endpoint {
+    let listed = match endpoint {
         Endpoint::Http(url) => {
+            let deadline = Instant::now() + settings.probe_timeout;
             let headers = standard_headers(url, &modern, None, Some(&discover));
-            if let Ok(resp) = http::exchange(
+            match http::exchange(
                 url,
                 post_json(url, headers, &discover),
                 Caps::default(),
@@ -800,50 +1046,95 @@ pub async fn newest_version(endpoint: &Endpoint, settings: &Settings) -> Option<
             )
             .await
             {
-                let (msgs, _) = http_messages(&resp);
-                if let Some(v) = msgs.iter().find_map(|m| discovered(m, DISCOVER_ID)) {
-                    return Some(v);
+                Ok(resp) => {
+                    let (msgs, _) = http_messages(&resp);
+                    msgs.iter()
+                        .find_map(|m| discovered(m, DISCOVER_ID))
+                        .unwrap_or_default()
                 }
+                Err(_) => Vec::new(),
             }
-            let hs = http_handshake(url, &legacy, deadline).await.ok()?;
-            versions::KNOWN
-                .contains(&hs.version.as_str())
-                .then_some(hs.version)
         }
         Endpoint::Stdio { command, .. } => {
-            // A `{witness_log}` command logs to a throwaway file for the probe.
-            let log = std::env::temp_dir()
-                .join(format!("mcp-gauntlet-probe-{}.jsonl", std::process::id()));
-            let command =
-                command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
-            let cmd = StdioCommand::parse(&command).ok()?;
-            let mut proc = StdioProcess::spawn(&cmd).ok()?;
-            proc.send(line_body(&discover)).await;
-            let short = (Instant::now() + Duration::from_secs(2)).min(deadline);
-            let (answer, _, _) = read_until_answer(&mut proc, DISCOVER_ID, short).await;
-            let mut found = answer.and_then(|a| discovered(&a, DISCOVER_ID));
-            if found.is_none() {
-                let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-                    "params": {"protocolVersion": versions::NEWEST_LEGACY, "capabilities": {},
-                               "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
-                proc.send(line_body(&init)).await;
-                let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
-                found = answer
+            let short = settings.probe_timeout.min(Duration::from_secs(3));
+            match stdio_probe(command, &discover, DISCOVER_ID, short).await {
+                Some(answer) => discovered(&answer, DISCOVER_ID).unwrap_or_default(),
+                None => Vec::new(),
+            }
+        }
+    };
+    out.accepted
+        .extend(listed.into_iter().filter(|v| versions::is_modern(v)));
+    for v in versions::KNOWN.iter().filter(|v| !versions::is_modern(v)) {
+        let mut legacy = settings.clone();
+        legacy.spec_version = v.to_string();
+        let (agreed, session) = match endpoint {
+            Endpoint::Http(url) => {
+                let deadline = Instant::now() + settings.probe_timeout;
+                match http_handshake(url, &legacy, deadline).await {
+                    Ok(hs) => (Some(hs.version), Some(hs.session.is_some())),
+                    Err(_) => (None, None),
+                }
+            }
+            Endpoint::Stdio { command, .. } => {
+                let init = initialize_request(v);
+                let answer = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await;
+                let agreed = answer
                     .as_ref()
                     .and_then(|a| a.get("result")?.get("protocolVersion")?.as_str())
-                    .filter(|v| versions::KNOWN.contains(v))
                     .map(str::to_string);
+                (agreed, None)
             }
-            proc.kill().await;
-            let _ = std::fs::remove_file(&log);
-            found
+        };
+        match agreed {
+            Some(a) if a == *v => {
+                out.accepted.push(a);
+                if session == Some(false) {
+                    out.stateless.push(v.to_string());
+                }
+            }
+            Some(other) => out.countered.push((v.to_string(), other)),
+            None => {}
         }
     }
+    out.accepted.sort();
+    out.accepted.dedup();
+    out
 }
 
-/// The newest known version a `server/discover` answer (a result, or an unsupported-version
-/// error) lists.
-fn discovered(answer: &Value, id: &str) -> Option<String> {
+/// The newest known version `endpoint` accepts (see [`probe`]).
+pub async fn newest_version(endpoint: &Endpoint, settings: &Settings) -> Option<String> {
+    probe(endpoint, settings).await.accepted.into_iter().max()
+}
+
+/// The runner's `initialize` asking for `version`.
+fn initialize_request(version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}})
+}
+
+/// Start the stdio server afresh, send one request and read until its answer (bounded by
+/// `wait`); the process is killed after. A `{witness_log}` command logs to a throwaway file.
+async fn stdio_probe(command: &str, request: &Value, id: &str, wait: Duration) -> Option<Value> {
+    let log = std::env::temp_dir().join(format!(
+        "mcp-gauntlet-probe-{}-{}.jsonl",
+        std::process::id(),
+        id
+    ));
+    let command = command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
+    let cmd = StdioCommand::parse(&command).ok()?;
+    let mut proc = StdioProcess::spawn(&cmd).ok()?;
+    proc.send(line_body(request)).await;
+    let (answer, _, _) = read_until_answer(&mut proc, id, Instant::now() + wait).await;
+    proc.kill().await;
+    let _ = std::fs::remove_file(&log);
+    answer
+}
+
+/// The known versions a `server/discover` answer (a result, or an unsupported-version error)
+/// lists.
+fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
     if answer.get("id") != Some(&json!(id)) {
         return None;
     }
@@ -854,10 +1145,12 @@ fn discovered(answer: &Value, id: &str) -> Option<String> {
         }
         _ => return None,
     };
-    list.as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .filter(|v| versions::KNOWN.contains(v))
-        .max()
-        .map(str::to_string)
+    Some(
+        list.as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|v| versions::KNOWN.contains(v))
+            .map(str::to_string)
+            .collect(),
+    )
 }

@@ -469,7 +469,7 @@ pub fn sse_messages(body: &[u8]) -> Vec<Result<Value, String>> {
     parse_sse(body)
         .into_iter()
         .filter(|e| !e.data.trim().is_empty())
-        .map(|e| serde_json::from_str::<Value>(&e.data).map_err(|_| e.data))
+        .map(|e| super::exchange::parse_answer_json(e.data.as_bytes()).ok_or(e.data))
         .collect()
 }
 

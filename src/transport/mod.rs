@@ -108,6 +108,27 @@ pub struct Observation {
     /// Setup failed (handshake); the case was not sent.
     pub setup_error: Option<String>,
     pub elapsed: Duration,
+    /// Ids of requests in the case's body that are, in every reading of the body that holds
+    /// them (strict, duplicate names first or last wins, lenient, case-insensitive), a
+    /// `tools/call` of the denied tool: a successful result for one of them means it ran.
+    pub denied_ids: Vec<Value>,
+    /// HTTP, modern lanes: whether the runner sent an `Mcp-Method` header (it mirrors one only
+    /// from a body it can read a method in).
+    pub sent_mcp_method: bool,
+    /// HTTP: answers that came after the first on the same connection (a request smuggled
+    /// behind the case's own was served).
+    pub trailing_answers: Vec<TrailingAnswer>,
+    /// What the target appended to `--canary-log` during the case (the denied tool's side
+    /// channel), when a log is watched.
+    pub canary_log: Option<String>,
+}
+
+/// A further HTTP response read on a connection after the first one.
+#[derive(Debug, Clone, Default)]
+pub struct TrailingAnswer {
+    pub status: u16,
+    /// JSON-RPC messages in its body (JSON or SSE).
+    pub messages: Vec<Value>,
 }
 
 impl Observation {
@@ -132,6 +153,10 @@ impl Observation {
             stderr_tail: Vec::new(),
             setup_error: None,
             elapsed: Duration::ZERO,
+            denied_ids: Vec::new(),
+            sent_mcp_method: false,
+            trailing_answers: Vec::new(),
+            canary_log: None,
         }
     }
 }

@@ -2,54 +2,76 @@
 //! GATE-ERR-01): stack traces, file paths, parser offsets, exception class names, HTML error
 //! pages, and any secret the user passed with `--header`.
 
-use regex::RegexSet;
 use std::sync::OnceLock;
 
-/// Pattern names, in the order of [`patterns`].
-const NAMES: &[&str] = &[
-    "a Python stack trace",
-    "a Rust panic",
-    "a JavaScript stack frame",
-    "a source file and line",
-    "a file-system path",
-    "a parser offset",
-    "an exception class name",
-    "an HTML error page",
-    "a Java or .NET exception",
-    "a Go runtime trace",
+/// Each kind of internal detail the oracle knows: its name, and the pattern that finds it.
+const PATTERNS: &[(&str, &str)] = &[
+    (
+        "a Python stack trace",
+        r"Traceback \(most recent call last\)|File \x22[^\x22]+\x22, line \d+",
+    ),
+    ("a Rust panic", r"panicked at |RUST_BACKTRACE"),
+    (
+        "a JavaScript stack frame",
+        r"\bat [\w$.<>\[\] ]+ \(?[^\s()]+:\d+:\d+\)?",
+    ),
+    (
+        "a source file and line",
+        r"\.(rs|py|js|mjs|cjs|ts|go|java|rb|cs|php):\d+",
+    ),
+    (
+        "a file-system path",
+        r"(^|[\s\x22'(=:])(/(usr|home|srv|var|opt|app|root|tmp|etc|Users)/[^\s\x22']+|[A-Za-z]:\\[^\s\x22']+)",
+    ),
+    (
+        "a parser offset",
+        r"(?i)\bline \d+,? column \d+|\bat line \d+|\bat position \d+|\bat offset \d+|\bcolumn \d+ of line",
+    ),
+    (
+        "an exception class name",
+        r"\b[A-Z][A-Za-z]+(Error|Exception): ",
+    ),
+    ("an HTML error page", r"(?i)<!doctype html|<html[\s>]"),
+    (
+        "a Java or .NET exception",
+        r"\b(java|javax|System|Microsoft)\.[A-Za-z.]+(Exception|Error)\b",
+    ),
+    ("a Go runtime trace", r"goroutine \d+ \[|runtime\.gopanic"),
+    (
+        "a pydantic validation text",
+        r"validation errors? for [A-Za-z_]|input_value=|input_type=|errors\.pydantic\.dev",
+    ),
+    (
+        "an Express/Node error page",
+        r"(?i)<pre>[A-Za-z]*Error\b|&nbsp;(&nbsp;)*at |<br> *&nbsp;",
+    ),
 ];
 
-fn patterns() -> &'static RegexSet {
-    static SET: OnceLock<RegexSet> = OnceLock::new();
+fn patterns() -> &'static [regex::Regex] {
+    static SET: OnceLock<Vec<regex::Regex>> = OnceLock::new();
     SET.get_or_init(|| {
-        RegexSet::new([
-            r"Traceback \(most recent call last\)|File \x22[^\x22]+\x22, line \d+",
-            r"panicked at |RUST_BACKTRACE",
-            r"\bat [\w$.<>\[\] ]+ \(?[^\s()]+:\d+:\d+\)?",
-            r"\.(rs|py|js|mjs|cjs|ts|go|java|rb|cs|php):\d+",
-            r"(^|[\s\x22'(=:])(/(usr|home|srv|var|opt|app|root|tmp|etc|Users)/[^\s\x22']+|[A-Za-z]:\\[^\s\x22']+)",
-            r"(?i)\bline \d+,? column \d+|\bat line \d+|\bat position \d+|\bat offset \d+|\bcolumn \d+ of line",
-            r"\b[A-Z][A-Za-z]+(Error|Exception): ",
-            r"(?i)<!doctype html|<html[\s>]",
-            r"\b(java|javax|System|Microsoft)\.[A-Za-z.]+(Exception|Error)\b",
-            r"goroutine \d+ \[|runtime\.gopanic",
-        ])
-        .unwrap_or_else(|_| RegexSet::empty())
+        // The patterns are constants: one that does not compile is a bug the unit test below
+        // catches, never an empty oracle at run time.
+        PATTERNS
+            .iter()
+            .map(|(name, p)| {
+                regex::Regex::new(p)
+                    .unwrap_or_else(|e| panic!("leak pattern for {name} does not compile: {e}"))
+            })
+            .collect()
     })
 }
 
-/// What leaked, if anything: a short description per hit, never the leaked text itself for
-/// secrets.
+/// What leaked, if anything: for each kind found, its name and the text that matched (at most
+/// 60 characters of it), so a reader sees why; secrets are named, never shown.
 pub fn find_leaks(text: &str, secrets: &[String]) -> Vec<String> {
     let mut hits: Vec<String> = patterns()
-        .matches(text)
-        .into_iter()
-        .map(|i| {
-            NAMES
-                .get(i)
-                .copied()
-                .unwrap_or("internal detail")
-                .to_string()
+        .iter()
+        .zip(PATTERNS)
+        .filter_map(|(re, (name, _))| {
+            let m = re.find(text)?;
+            let shown: String = m.as_str().trim().chars().take(60).collect();
+            Some(format!("{name} (`{}`)", shown.escape_debug()))
         })
         .collect();
     if secrets
@@ -78,9 +100,28 @@ mod tests {
             ("SyntaxError: Unexpected token", "an exception class name"),
             ("<!DOCTYPE html><title>500</title>", "an HTML error page"),
             ("open /etc/mcp/policy.json failed", "a file-system path"),
+            (
+                "1 validation error for call_toolArguments\ntext\n  Field required [type=missing, input_value={}, input_type=dict]",
+                "a pydantic validation text",
+            ),
+            (
+                "For further information visit https://errors.pydantic.dev/2.11/v/missing",
+                "a pydantic validation text",
+            ),
+            (
+                "invalid type: string \"x\", expected u32 at line 1 column 7",
+                "a parser offset",
+            ),
+            (
+                "<pre>SyntaxError: Unexpected token } in JSON at position 12<br> &nbsp; &nbsp;at JSON.parse (&lt;anonymous&gt;)</pre>",
+                "an Express/Node error page",
+            ),
         ] {
-            assert!(find_leaks(text, &[]).iter().any(|h| h == what), "{text}");
+            let found = find_leaks(text, &[]);
+            assert!(found.iter().any(|h| h.starts_with(what)), "{text}: {found:?}");
         }
+        // Every pattern compiles.
+        assert_eq!(patterns().len(), PATTERNS.len());
     }
 
     #[test]

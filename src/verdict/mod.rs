@@ -7,7 +7,7 @@ pub mod leak;
 
 use crate::case::{Case, CodePattern, Expect, IdRule, Level, Outcome, Profile, TransportKind};
 use crate::transport::{Ending, Observation};
-use crate::witness::{Event, CANARY_MARKER};
+use crate::witness::Event;
 use serde_json::Value;
 
 /// The result of a trial.
@@ -34,6 +34,8 @@ pub enum Check {
     Forwarded,
     Alive,
     Leak,
+    /// A request smuggled behind the case's own on one connection was served.
+    Framing,
 }
 
 impl Check {
@@ -50,6 +52,7 @@ impl Check {
             Check::Forwarded => "forwarded",
             Check::Alive => "alive",
             Check::Leak => "leak",
+            Check::Framing => "framing",
         }
     }
 }
@@ -155,6 +158,86 @@ pub struct Context {
     pub placeholders: crate::case::Placeholders,
     /// The protocol version the case spoke.
     pub version: String,
+    /// The text the denied tool answers when it runs (`--canary-text`).
+    pub canary_text: String,
+    /// How a gate says no to a tool call (`--deny-style`).
+    pub deny_style: DenyStyle,
+}
+
+/// How a gate refuses a tool call: a JSON-RPC error (the default, and the protocol's way), or a
+/// tool result with `isError: true`, which also runs nothing and which some gates send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenyStyle {
+    #[default]
+    Error,
+    Result,
+}
+
+impl std::str::FromStr for DenyStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DenyStyle, String> {
+        match s {
+            "error" => Ok(DenyStyle::Error),
+            "result" => Ok(DenyStyle::Result),
+            _ => Err("expected `error` or `result`".into()),
+        }
+    }
+}
+
+/// Whether a response is a tool result that says the tool failed or was refused
+/// (`result.isError: true`).
+fn is_error_result(r: &Value) -> bool {
+    r.get("result")
+        .and_then(|x| x.get("isError"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// Why the denied tool counts as having run, if it did: its marker text in any answer, its call
+/// in the witness's record, growth of the side-channel log, a successful result for a request
+/// every reading takes as its call, or a result for a request smuggled behind another.
+fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<String> {
+    let in_witness = obs.witness.as_ref().is_some_and(|evs| {
+        evs.iter()
+            .any(|e| matches!(e, Event::Tool { canary: true, .. }))
+    });
+    if in_witness {
+        return Some("the witness recorded its call".into());
+    }
+    if !ctx.canary_text.is_empty() && obs.scan_text.contains(&ctx.canary_text) {
+        return Some(format!("the answer holds {}", ctx.canary_text));
+    }
+    if let Some(log) = obs.canary_log.as_deref().filter(|l| !l.is_empty()) {
+        return Some(format!(
+            "the side-channel log grew: {}",
+            show_bytes(log.as_bytes(), 120)
+        ));
+    }
+    let ran = |r: &Value| {
+        r.get("result").is_some()
+            && r.get("error").is_none()
+            && !is_error_result(r)
+            && r.get("id").is_some_and(|id| obs.denied_ids.contains(id))
+    };
+    if let Some(r) = resp.iter().find(|r| ran(r)) {
+        return Some(format!(
+            "a successful result answered the call of the denied tool with id {}",
+            r.get("id").map_or(String::new(), Value::to_string)
+        ));
+    }
+    for t in &obs.trailing_answers {
+        if let Some(r) = t
+            .messages
+            .iter()
+            .find(|r| r.get("result").is_some() && r.get("error").is_none() && !is_error_result(r))
+        {
+            return Some(format!(
+                "a request smuggled behind the first on the same connection was answered with a result ({})",
+                truncate(&r.to_string())
+            ));
+        }
+    }
+    None
 }
 
 fn responses(messages: &[Value]) -> Vec<&Value> {
@@ -282,39 +365,80 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     }
 
     // The canary never runs, whatever the case's level.
-    let canary_in_answer = obs.scan_text.contains(CANARY_MARKER);
-    let canary_in_witness = obs.witness.as_ref().is_some_and(|evs| {
-        evs.iter()
-            .any(|e| matches!(e, Event::Tool { canary: true, .. }))
-    });
-    if canary_in_answer || canary_in_witness {
+    if let Some(evidence) = canary_evidence(obs, ctx, &resp) {
         add(
             Check::Canary,
             Status::Fail,
+            format!("the denied tool RAN ({evidence})"),
+        );
+    }
+    // RFC 9112 6.1: a request with both Content-Length and Transfer-Encoding is answered and the
+    // connection closed; a further answer on it means smuggled bytes were served as a request.
+    if let Some(t) = obs.trailing_answers.first() {
+        add(
+            Check::Framing,
+            Status::Fail,
             format!(
-                "the denied tool RAN ({})",
-                if canary_in_witness {
-                    "the witness recorded its call"
-                } else {
-                    "the answer holds CANARY-EXECUTED"
-                }
+                "the connection was kept after the first answer and {} more answer(s) came on it (the first HTTP {}): bytes smuggled behind the request were served as a request",
+                obs.trailing_answers.len(),
+                t.status
             ),
         );
     }
 
-    if let Some(want) = &expect.outcome {
+    // A gate that refuses tool calls with an `isError: true` result (`--deny-style result`)
+    // said no: such an answer counts as a refusal.
+    let result_refusal = ctx.deny_style == DenyStyle::Result
+        && observed == Observed::Outcome(Outcome::Accept)
+        && !resp.is_empty()
+        && resp
+            .iter()
+            .all(|r| r.get("error").is_some() || is_error_result(r));
+    let observed = if result_refusal {
+        add(
+            Check::Outcome,
+            Status::Pass,
+            "refused with a tool result marked isError (--deny-style result)".into(),
+        );
+        Observed::Outcome(Outcome::Reject)
+    } else {
+        observed
+    };
+    // 2026-07-28 over HTTP: a body the runner could read no method in went out without
+    // `Mcp-Method`, and a server may refuse it for that alone (400 -32020) before reading it.
+    let binding_refusal = crate::versions::is_modern(&ctx.version)
+        && obs.http.as_ref().is_some_and(|h| h.status == 400)
+        && !obs.sent_mcp_method
+        && first_error_code == Some(crate::versions::HEADER_MISMATCH);
+    if binding_refusal {
+        add(
+            Check::Outcome,
+            Status::Pass,
+            "refused with 400 -32020: the request carried no Mcp-Method header (the runner read no method in the body to mirror)".into(),
+        );
+    }
+
+    if let Some(want) = expect.outcome.as_ref().filter(|_| !binding_refusal) {
         let ok = matches!(&observed, Observed::Outcome(o) if want.as_slice().contains(o));
         if !ok {
             let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();
+            let hint = if observed == Observed::Outcome(Outcome::Accept)
+                && !resp.is_empty()
+                && resp.iter().all(|r| is_error_result(r))
+            {
+                " (a tool result marked isError: if that is how the target refuses, say --deny-style result)"
+            } else {
+                ""
+            };
             add(
                 Check::Outcome,
                 level_status,
-                format!("expected {}; observed {observed}", names.join(" or ")),
+                format!("expected {}; observed {observed}{hint}", names.join(" or ")),
             );
         }
     }
 
-    if let (Some(want), Some(h)) = (&expect.http_status, &obs.http) {
+    if let (Some(want), Some(h), false) = (&expect.http_status, &obs.http, binding_refusal) {
         if !want.as_slice().iter().any(|p| p.matches(h.status)) {
             add(
                 Check::HttpStatus,
@@ -328,7 +452,11 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         }
     }
 
-    if let Some(want) = &expect.error_code {
+    if let Some(want) = expect
+        .error_code
+        .as_ref()
+        .filter(|_| !binding_refusal && !result_refusal)
+    {
         let codes: Vec<i64> = want
             .as_slice()
             .iter()
@@ -486,7 +614,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         })
         .flatten();
     if let (Profile::Gate, Some(events)) = (ctx.profile, &obs.witness) {
-        for problem in forwarding_problems(case, &expect, default_forwarded, events, ctx) {
+        for problem in forwarding_problems(case, obs, &expect, default_forwarded, events, ctx) {
             add(Check::Forwarded, Status::Fail, problem);
         }
     }
@@ -539,10 +667,12 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
 /// What a gate's downstream received for one case, judged: whether anything arrived, exactly once
 /// (GATE-FWD-04), as compact canonical bytes (GATE-FWD-01), carrying the expected message
 /// (GATE-DENY-05) and none of the client's credentials (GATE-HDR-01). The gate's own downstream
-/// handshake (`initialize`, `notifications/initialized`) is not the client's message and is
-/// left out; the gate answers a client's `initialize` itself and never forwards it.
+/// handshake (`initialize`, `notifications/initialized`) and its start-up `tools/list` are not
+/// the client's messages and are left out; the gate answers a client's `initialize` itself and
+/// never forwards it.
 fn forwarding_problems(
     case: &Case,
+    obs: &Observation,
     expect: &Expect,
     default_forwarded: Option<bool>,
     events: &[Event],
@@ -565,10 +695,13 @@ fn forwarding_problems(
             let method = serde_json::from_str::<Value>(raw)
                 .ok()
                 .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
-            !matches!(
-                method.as_deref(),
-                Some("initialize") | Some("notifications/initialized")
-            )
+            // A gate's own traffic to its downstream: its handshake, and the `tools/list` it
+            // sends at start-up to learn the tools, unless the client asked for one itself.
+            match method.as_deref() {
+                Some("initialize") | Some("notifications/initialized") => false,
+                Some("tools/list") => obs.request_method.as_deref() == Some("tools/list"),
+                _ => true,
+            }
         })
         .collect();
     let want = expect

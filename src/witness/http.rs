@@ -34,7 +34,7 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
             continue;
         };
         let witness = witness.clone();
-        if witness.config.is(Broken::LaxHttp) {
+        if witness.config.is(Broken::LaxHttp) || witness.config.is(Broken::KeepAfter400) {
             tokio::spawn(serve_lax_http(stream, witness, port));
             continue;
         }
@@ -54,7 +54,9 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
 
 /// The `lax-http` front: a careless HTTP/1.1 reader that trims spaces around header names, takes
 /// the first `Content-Length`, ignores `Transfer-Encoding`, and serves pipelined requests on one
-/// connection, the way request smuggling happens.
+/// connection, the way request smuggling happens. Under `keep-after-400` it sees a request with
+/// both `Content-Length` and `Transfer-Encoding`, refuses it with 400, reads its chunked body and
+/// keeps the connection open for what follows (uvicorn's and puma's way).
 async fn serve_lax_http(mut stream: tokio::net::TcpStream, w: Arc<Witness>, port: u16) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf: Vec<u8> = Vec::new();
@@ -94,6 +96,32 @@ async fn serve_lax_http(mut stream: tokio::net::TcpStream, w: Arc<Witness>, port
             ) {
                 headers.append(n, v);
             }
+        }
+        let conflicting =
+            length.is_some() && headers.contains_key(hyper::header::TRANSFER_ENCODING);
+        if w.config.is(Broken::KeepAfter400) && conflicting {
+            // Read the chunked body to its last chunk, answer 400, and keep reading.
+            let body_end = loop {
+                if let Some(i) = buf[head_end..].windows(5).position(|x| x == b"0\r\n\r\n") {
+                    break head_end + i + 5;
+                }
+                match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => return,
+                }
+            };
+            buf.drain(..body_end);
+            let body = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: conflicting framing"}}"#;
+            let mut out = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            out.extend_from_slice(body);
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            continue;
         }
         let length = length.unwrap_or(0).min(16 * 1024 * 1024);
         while buf.len() < head_end + length {
@@ -186,8 +214,10 @@ async fn respond(
     if method == Method::POST || (lax && method == Method::PUT) {
         return post(w, headers, body).await;
     }
-    if w.config.newest_legacy().is_none() && (method == Method::GET || method == Method::DELETE) {
-        // A modern-only server has no listening stream and no sessions to end.
+    if (w.config.newest_legacy().is_none() || w.config.stateless)
+        && (method == Method::GET || method == Method::DELETE)
+    {
+        // A modern-only or stateless server has no listening stream and no sessions to end.
         return Ok(method_not_allowed());
     }
     if method == Method::GET {
@@ -302,8 +332,10 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
     }
     let is_initialize = !modern && body_is_initialize(&body);
     let mut session: Option<(String, Conversation)> = None;
-    if modern {
-        // No sessions in a modern request: a session header is ignored and none is minted.
+    let stateless = w.config.stateless && !modern;
+    if modern || stateless {
+        // No sessions in a modern request, nor on a stateless server: a session header is
+        // ignored and none is minted.
     } else if !is_initialize {
         match session_of(w, headers) {
             Ok(s) => session = Some(s),
@@ -320,6 +352,7 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
     }
     if !lax && !modern && !is_initialize {
         let negotiated = session.as_ref().and_then(|(_, c)| c.negotiated.clone());
+        // A stateless server takes the version the request names, or its newest.
         if let Err((status, msg)) = version_ok(w, headers, negotiated.as_deref()) {
             return Ok(refusal(w, status, msg));
         }
@@ -328,9 +361,19 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         .as_ref()
         .map(|(_, c)| c.clone())
         .unwrap_or_else(|| Conversation {
-            // Lax mode runs requests without a session as if initialized.
+            // Lax mode runs requests without a session as if initialized; a stateless server
+            // runs them at the version their header names (or its newest legacy one).
             negotiated: if lax {
                 Some(super::LATEST_VERSION.into())
+            } else if stateless && !is_initialize {
+                Some(
+                    headers
+                        .get(VERSION)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                        .or_else(|| w.config.newest_legacy())
+                        .unwrap_or_else(|| super::LATEST_VERSION.into()),
+                )
             } else {
                 None
             },
@@ -371,7 +414,7 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
         }
         Reply::Crash => return Err(Dropped),
     };
-    if is_initialize && session.is_none() {
+    if is_initialize && session.is_none() && !stateless {
         if let Some(version) = conv.negotiated.clone() {
             let id = w.open_session(version);
             if let Ok(v) = HeaderValue::from_str(&id) {

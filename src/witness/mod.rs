@@ -73,6 +73,9 @@ pub enum Broken {
     /// HTTP: a careless HTTP/1.1 reader (spaces around header names trimmed, first
     /// Content-Length wins, Transfer-Encoding ignored, pipelined requests served).
     LaxHttp,
+    /// HTTP: refuses a request with both Content-Length and Transfer-Encoding with 400, as
+    /// uvicorn and puma do, but keeps the connection open and serves what follows on it.
+    KeepAfter400,
     /// Modern requests: routes on the body alone. `MCP-Protocol-Version`, `Mcp-Method` and
     /// `Mcp-Name` are not compared with the body, and anything that looks modern (the header or a
     /// `_meta` version) is served without a session.
@@ -93,6 +96,13 @@ pub struct WitnessConfig {
     pub personality: Personality,
     /// The protocol versions it speaks; empty: [`SUPPORTED_VERSIONS`].
     pub versions: Vec<String>,
+    /// What the canary answers when it runs; `None`: [`CANARY_MARKER`]. A real server's denied
+    /// tool says whatever it says, so tests use a plain text to prove the suite sees the run
+    /// without the marker.
+    pub canary_text: Option<String>,
+    /// HTTP: issue no `Mcp-Session-Id` and serve legacy requests without one, as the SDKs'
+    /// stateless modes do.
+    pub stateless: bool,
 }
 
 impl WitnessConfig {
@@ -560,7 +570,12 @@ impl Witness {
                 (Some(a), Some(b)) => text(format!("{}", a + b)),
                 _ => tool_error("add needs numbers `a` and `b`"),
             },
-            CANARY_TOOL => text(CANARY_MARKER.to_string()),
+            CANARY_TOOL => text(
+                self.config
+                    .canary_text
+                    .clone()
+                    .unwrap_or_else(|| CANARY_MARKER.to_string()),
+            ),
             "fault_hang" => Outcome::Hang,
             "fault_oversize" => text("x".repeat(2 * 1024 * 1024)),
             "fault_empty" => Outcome::Fault(Fault::Empty),
