@@ -28,6 +28,7 @@ const MODES: &[&str] = &[
     "any-version",
     "reply-to-all",
     "lax-http",
+    "keep-after-400",
     "lax-binding",
     "legacy-batch",
 ];
@@ -116,6 +117,7 @@ broken_mode! {
     agrees_to_any_version => "any-version",
     answers_notifications => "reply-to-all",
     frames_http_carelessly => "lax-http",
+    serves_what_follows_a_400 => "keep-after-400",
     ignores_header_body_binding => "lax-binding",
     batches_for_a_2025_03_26_claim => "legacy-batch",
 }

@@ -54,19 +54,30 @@ fn embedded_default_passes() {
         String::from_utf8_lossy(&out.stdout)
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout
-        .lines()
-        .any(|l| l.contains("[http]") && l.contains("batch/")));
-    assert!(stdout
-        .lines()
-        .any(|l| l.contains("[stdio]") && l.contains("batch/")));
+    // Every version the embedded default accepts has its lanes.
+    for v in mcp_gauntlet::versions::KNOWN {
+        assert!(stdout
+            .lines()
+            .any(|l| l.contains(&format!("[http {v}]")) && l.contains("batch/")));
+        assert!(stdout
+            .lines()
+            .any(|l| l.contains(&format!("[stdio {v}]")) && l.contains("batch/")));
+    }
 }
 
 #[test]
 fn libtest_flags_after_the_separator() {
     let w = HttpWitness::start(&[], None);
     let out = Command::new(bin())
-        .args(["run", "--http", &w.url, "--", "--list"])
+        .args([
+            "run",
+            "--http",
+            &w.url,
+            "--spec",
+            "2025-11-25",
+            "--",
+            "--list",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));

@@ -219,6 +219,8 @@ fn live_fuzzing_finds_a_smuggled_call_through_a_lax_gate_and_saves_a_failing_cas
             "run",
             "--gate-stdio",
             &lax_gate(),
+            "--spec",
+            "2025-11-25",
             "--cases",
             save,
             "--",
@@ -257,7 +259,7 @@ fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
     }
     // The lax gate reads duplicates last-wins, sees echo, and forwards the raw bytes.
     let (code, report) = run_with_report(
-        &["--gate-stdio", &lax_gate()],
+        &["--gate-stdio", &lax_gate(), "--spec", "2025-11-25"],
         &["--exact", "smuggling/dup-name-denied-then-allowed"],
     );
     assert_eq!(code, 1);

@@ -11,3 +11,4 @@ mod hostile;
 mod load;
 mod reports;
 mod util;
+mod verdicts;

@@ -176,60 +176,79 @@ fn appended_since(path: &std::path::Path, start: u64) -> String {
 }
 
 /// Further HTTP responses in the bytes read after the first one on a connection: each status
-/// line, and the JSON-RPC messages in its body (JSON, SSE, chunked or not).
+/// line, and the JSON-RPC messages in its body (JSON or SSE; framed by Content-Length, chunked,
+/// or running to the end).
 pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
     let mut out = Vec::new();
-    let starts: Vec<usize> = (0..bytes.len())
-        .filter(|&i| bytes[i..].starts_with(b"HTTP/1.") && (i == 0 || bytes[i - 1] == b'\n'))
-        .collect();
-    for (n, &at) in starts.iter().enumerate() {
-        let end = starts.get(n + 1).copied().unwrap_or(bytes.len());
-        let part = &bytes[at..end];
-        let status = part
+    let mut rest = bytes;
+    // Blank lines between responses are tolerated, anything else ends the reading.
+    while let Some(at) = rest.iter().position(|b| !b.is_ascii_whitespace()) {
+        rest = &rest[at..];
+        if !rest.starts_with(b"HTTP/1.") {
+            break;
+        }
+        let status = rest
             .get(9..12)
             .and_then(|s| std::str::from_utf8(s).ok())
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let Some(head_end) = part.windows(4).position(|w| w == b"\r\n\r\n") else {
+        let Some(head_end) = rest.windows(4).position(|w| w == b"\r\n\r\n") else {
             out.push(super::TrailingAnswer {
                 status,
                 messages: Vec::new(),
             });
-            continue;
+            break;
         };
-        let head = String::from_utf8_lossy(&part[..head_end]).to_ascii_lowercase();
-        let mut body = part[head_end + 4..].to_vec();
-        if head.contains("transfer-encoding: chunked") {
-            body = dechunk(&body);
-        }
+        let head = String::from_utf8_lossy(&rest[..head_end]).to_ascii_lowercase();
+        let after = &rest[head_end + 4..];
+        let length = head.lines().find_map(|l| {
+            l.strip_prefix("content-length:")
+                .and_then(|v| v.trim().parse::<usize>().ok())
+        });
+        let (body, next) = if head.contains("transfer-encoding: chunked") {
+            let (body, used) = dechunk(after);
+            (body, &after[used..])
+        } else if let Some(n) = length {
+            let n = n.min(after.len());
+            (after[..n].to_vec(), &after[n..])
+        } else {
+            (after.to_vec(), &after[after.len()..])
+        };
         let mut messages = Vec::new();
         if let Some(v) = parse_answer_json(&body) {
             messages.push(v);
         } else {
-            for m in http::sse_messages(&body).into_iter().flatten() {
-                messages.push(m);
-            }
+            messages.extend(http::sse_messages(&body).into_iter().flatten());
         }
         out.push(super::TrailingAnswer { status, messages });
+        rest = next;
     }
     out
 }
 
-/// The payload of a chunked body, as far as it is well-formed.
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
+/// The payload of a chunked body, as far as it is well-formed, and how many bytes it took.
+fn dechunk(body: &[u8]) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
-    while let Some(eol) = body.windows(2).position(|w| w == b"\r\n") {
-        let size = std::str::from_utf8(&body[..eol])
+    let mut used = 0;
+    while let Some(eol) = body[used..].windows(2).position(|w| w == b"\r\n") {
+        let line = &body[used..used + eol];
+        let size = std::str::from_utf8(line)
             .ok()
             .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
-        let Some(size) = size.filter(|n| *n > 0) else {
+        let Some(size) = size else {
             break;
         };
-        let data = &body[eol + 2..];
+        let data_at = used + eol + 2;
+        if size == 0 {
+            // The last chunk, then (no trailers) the final CRLF.
+            used = (data_at + 2).min(body.len());
+            break;
+        }
+        let data = &body[data_at.min(body.len())..];
         out.extend_from_slice(&data[..size.min(data.len())]);
-        body = data.get(size + 2..).unwrap_or(&[]);
+        used = (data_at + size + 2).min(body.len());
     }
-    out
+    (out, used)
 }
 
 /// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
@@ -1153,4 +1172,58 @@ fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
             .map(str::to_string)
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_ids_are_those_every_reading_agrees_on() {
+        let plain = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_everything"}}"#;
+        assert_eq!(denied_call_ids(plain, "delete_everything"), vec![json!(7)]);
+        let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_everything"}}]"#;
+        assert_eq!(denied_call_ids(batch, "delete_everything"), vec![json!(2)]);
+        // Duplicate names: one reading calls echo with the same id, so a result proves nothing.
+        let dup = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"delete_everything"}}"#;
+        assert!(denied_call_ids(dup, "delete_everything").is_empty());
+        let dup_method = br#"{"jsonrpc":"2.0","id":4,"method":"ping","method":"tools/call","params":{"name":"delete_everything"}}"#;
+        assert!(denied_call_ids(dup_method, "delete_everything").is_empty());
+        // A BOM and invalid UTF-8 elsewhere do not hide the call from the lenient reading.
+        let bom = b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_everything\",\"arguments\":{\"t\":\"\xff\"}}}";
+        assert_eq!(denied_call_ids(bom, "delete_everything"), vec![json!(5)]);
+    }
+
+    #[test]
+    fn escaped_lone_surrogates_are_json() {
+        let echoed =
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\ud800b"}]}}"#;
+        assert!(serde_json::from_slice::<Value>(echoed).is_err());
+        let v = parse_answer_json(echoed).expect("valid JSON");
+        assert_eq!(v["result"]["content"][0]["text"], "a\u{fffd}b");
+        // Pairs, escaped backslashes and raw invalid UTF-8 are left as they are.
+        let pair = br#"{"t":"\ud83d\ude00 \\ud800"}"#;
+        assert_eq!(
+            parse_answer_json(pair).expect("pair")["t"],
+            "\u{1f600} \\ud800"
+        );
+        assert!(parse_answer_json(b"{\"t\":\"\xed\xa0\x80\"}").is_none());
+    }
+
+    #[test]
+    fn trailing_answers_are_read_as_http_responses() {
+        let bytes = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 36\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}HTTP/1.1 400 Bad Request\r\ntransfer-encoding: chunked\r\n\r\n5\r\nerror\r\n0\r\n\r\n";
+        let got = trailing_answers(bytes);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].status, 200);
+        assert_eq!(
+            got[0].messages,
+            vec![json!({"jsonrpc":"2.0","id":7,"result":{}})]
+        );
+        assert_eq!(got[1].status, 400);
+        assert!(got[1].messages.is_empty());
+        let sse = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+        assert_eq!(trailing_answers(sse)[0].messages.len(), 1);
+        assert!(trailing_answers(b"").is_empty());
+    }
 }

@@ -875,3 +875,161 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
 fn truncate(s: &str) -> String {
     show_bytes(s.as_bytes(), 120)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::{parse_case, Source};
+    use crate::transport::HttpSeen;
+    use serde_json::json;
+
+    fn case(text: &str) -> Case {
+        Case {
+            id: "t/case".into(),
+            spec: parse_case("t/case.json", text).expect("case parses"),
+            source: Source::Embedded,
+        }
+    }
+
+    fn ctx(version: &str, deny_style: DenyStyle) -> Context {
+        Context {
+            profile: Profile::Server,
+            strict: false,
+            transport: TransportKind::Http,
+            secrets: Vec::new(),
+            codes: [-32600, -32001, -32002],
+            method: "POST".into(),
+            placeholders: crate::case::Placeholders::default(),
+            version: version.into(),
+            canary_text: "CANARY-EXECUTED".into(),
+            deny_style,
+        }
+    }
+
+    fn answered(status: u16, messages: Vec<Value>) -> Observation {
+        let mut obs = Observation::new(TransportKind::Http);
+        obs.http = Some(HttpSeen {
+            status,
+            content_type: Some("application/json".into()),
+            body_len: 10,
+            ..HttpSeen::default()
+        });
+        obs.messages = messages;
+        obs.request_readable = true;
+        obs.request_id = Some(json!(1));
+        obs.expects_response = true;
+        obs
+    }
+
+    const DENIED_CALL: &str = r#"{"title": "t", "requirements": ["MCP-LIFE-01"],
+        "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "{{denied_tool}}", "arguments": {}}}}},
+        "expect": {"outcome": "reject", "error_code": [-32602, -32001]}}"#;
+
+    fn checks(v: &Verdict, status: Status) -> Vec<&'static str> {
+        v.findings
+            .iter()
+            .filter(|f| f.status == status)
+            .map(|f| f.check.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn a_successful_result_for_the_denied_call_is_an_execution() {
+        let c = case(DENIED_CALL);
+        let mut obs = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}]}}),
+            ],
+        );
+        obs.denied_ids = vec![json!(1)];
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        // A tool error (isError) is not a run; an id no reading gives to the denied call is
+        // not judged by the protocol at all.
+        let mut refused = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}})],
+        );
+        refused.denied_ids = vec![json!(1)];
+        let v = judge(&c, &refused, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        obs.denied_ids.clear();
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    #[test]
+    fn an_is_error_refusal_passes_only_with_deny_style_result() {
+        let c = case(DENIED_CALL);
+        let mut obs = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "denied by policy"}], "isError": true}}),
+            ],
+        );
+        obs.denied_ids = vec![json!(1)];
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert_eq!(v.status, Status::Fail);
+        assert!(checks(&v, Status::Fail).contains(&"outcome"));
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Result));
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        assert_eq!(v.observed, Observed::Outcome(Outcome::Reject));
+        // A plain successful result is an execution whatever the style.
+        let mut ran = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
+        );
+        ran.denied_ids = vec![json!(1)];
+        let v = judge(&c, &ran, &ctx("2025-11-25", DenyStyle::Result));
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    #[test]
+    fn header_mismatch_is_right_where_no_mcp_method_was_sent() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-LIFE-01"],
+            "request": {"body": {"text": "not json"}},
+            "expect": {"outcome": "reject", "http_status": 400, "error_code": -32700}}"#,
+        );
+        let refusal = || {
+            answered(
+                400,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32020, "message": "Header mismatch"}}),
+                ],
+            )
+        };
+        let v = judge(&c, &refusal(), &ctx("2026-07-28", DenyStyle::Error));
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        // With the header sent, -32020 is judged as any other code.
+        let mut sent = refusal();
+        sent.sent_mcp_method = true;
+        let v = judge(&c, &sent, &ctx("2026-07-28", DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"error_code"), "{v:?}");
+    }
+
+    #[test]
+    fn a_second_answer_on_the_connection_fails_framing() {
+        let c = case(DENIED_CALL);
+        let mut obs = answered(
+            400,
+            vec![
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "bad"}}),
+            ],
+        );
+        obs.trailing_answers = vec![crate::transport::TrailingAnswer {
+            status: 400,
+            messages: Vec::new(),
+        }];
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"framing"), "{v:?}");
+        assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        obs.trailing_answers[0].status = 200;
+        obs.trailing_answers[0].messages =
+            vec![json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})];
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+}

@@ -412,6 +412,7 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
             tokio::time::sleep(HANG).await;
             return Err(Dropped);
         }
+        Reply::Crash if w.config.is(Broken::Exits) => std::process::exit(70),
         Reply::Crash => return Err(Dropped),
     };
     if is_initialize && session.is_none() && !stateless {

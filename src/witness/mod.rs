@@ -66,15 +66,21 @@ pub enum Broken {
     /// CVE-2026-27896), `jsonrpc` unchecked, bad `params` taken as `{}`, `result` beside `method`
     /// ignored, objects without `method` (even `{}` and empty bodies) accepted as responses.
     LaxEnvelope,
-    /// `initialize` agrees to whatever version the client asks for.
+    /// `initialize` agrees to whatever version the client asks for, as often as it is asked (a
+    /// second initialize renegotiates the conversation).
     AnyVersion,
     /// Answers notifications and client responses as if they were requests.
     ReplyToAll,
     /// HTTP: a careless HTTP/1.1 reader (spaces around header names trimmed, first
     /// Content-Length wins, Transfer-Encoding ignored, pipelined requests served).
     LaxHttp,
+    /// Like `fragile`, but the whole server process exits on those inputs (a single-process
+    /// server that crashes): the runner must say once which case killed it. Only for a witness
+    /// run as its own process.
+    Exits,
     /// HTTP: refuses a request with both Content-Length and Transfer-Encoding with 400, as
     /// uvicorn and puma do, but keeps the connection open and serves what follows on it.
+    #[value(name = "keep-after-400")]
     KeepAfter400,
     /// Modern requests: routes on the body alone. `MCP-Protocol-Version`, `Mcp-Method` and
     /// `Mcp-Name` are not compared with the body, and anything that looks modern (the header or a
@@ -223,7 +229,7 @@ impl Witness {
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
     pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
-        if self.config.is(Broken::Fragile)
+        if (self.config.is(Broken::Fragile) || self.config.is(Broken::Exits))
             && (body.len() > 512 * 1024 || json::nesting_depth(body) > 1000)
         {
             return Reply::Crash;
@@ -515,6 +521,14 @@ impl Witness {
                 let Some(newest) = self.config.newest_legacy() else {
                     return Ok(Outcome::Error(-32601, "Method not found"));
                 };
+                // One handshake per conversation: a second initialize may not renegotiate or
+                // take over the session (`any-version` lets it).
+                if conv.negotiated.is_some() && !self.config.is(Broken::AnyVersion) {
+                    return Ok(Outcome::Error(
+                        -32600,
+                        "Invalid Request: already initialized",
+                    ));
+                }
                 let speaks =
                     self.config.speaks(requested) && !crate::versions::is_modern(requested);
                 // `legacy-batch`: agrees to the version that had batches, and allows them.

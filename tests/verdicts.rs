@@ -1,0 +1,192 @@
+//! Verdicts on real servers: each oracle added for servers that are not the witness can fail,
+//! and nothing fails for what a correct server may do (statelessness, the versions it offers).
+
+use crate::util::{bin, run_with_report, HttpWitness, Report, Trial};
+
+/// The trials of `report` for case `id`.
+fn trials<'a>(report: &'a Report, id: &str) -> Vec<&'a Trial> {
+    report.results.iter().filter(|t| t.id == id).collect()
+}
+
+/// Whether a trial has a failing finding from `check`.
+fn failed_by(t: &Trial, check: &str) -> bool {
+    t.verdict == "fail"
+        && t.findings.iter().any(|f| {
+            f.get("check").and_then(|c| c.as_str()) == Some(check)
+                && f.get("status").and_then(|s| s.as_str()) == Some("fail")
+        })
+}
+
+#[test]
+fn a_denied_tool_that_answers_a_plain_result_is_caught_without_its_marker() {
+    // The canary answers "done", not CANARY-EXECUTED, and the runner reads no witness record:
+    // only the protocol shows it ran (a successful result for the denied call's id).
+    let w = HttpWitness::start_with(&["--broken", "batch", "--canary-text", "done"]);
+    let (code, report) = run_with_report(
+        &["--http", &w.url, "--spec", "2025-11-25"],
+        &["batch/one-denied-call-in-array", "--exact"],
+    );
+    assert_eq!(code, 1);
+    let t = trials(&report, "batch/one-denied-call-in-array");
+    assert_eq!(t.len(), 1);
+    assert!(failed_by(t[0], "canary"), "{:?}", t[0]);
+    // The same server, correct about batches, runs nothing: no canary finding anywhere.
+    let ok = HttpWitness::start_with(&["--canary-text", "done"]);
+    let (code, report) = run_with_report(&["--http", &ok.url, "--spec", "2025-11-25"], &[]);
+    assert_eq!(
+        code,
+        0,
+        "{:?}",
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict == "fail")
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_call_smuggled_after_a_400_on_a_kept_connection_is_caught() {
+    // uvicorn's and puma's way: 400 for Content-Length + Transfer-Encoding, the connection
+    // kept, the pipelined call served. No marker text: the answer to the smuggled request is
+    // the evidence.
+    let w = HttpWitness::start_with(&["--broken", "keep-after-400", "--canary-text", "done"]);
+    let id = "framing/content-length-and-chunked-smuggle-a-denied-call";
+    let (code, report) = run_with_report(
+        &["--http", &w.url, "--spec", "2025-11-25"],
+        &[id, "--exact"],
+    );
+    assert_eq!(code, 1);
+    let t = trials(&report, id);
+    assert_eq!(t.len(), 1);
+    assert!(failed_by(t[0], "canary"), "{:?}", t[0]);
+    assert!(failed_by(t[0], "framing"), "{:?}", t[0]);
+}
+
+#[test]
+fn the_side_channel_log_shows_a_run() {
+    // The target appends to a file when the denied tool runs: the witness's own log records
+    // every tool run, so it serves as the side channel here (with no marker text).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("runs.jsonl");
+    let w = HttpWitness::start_with(&[
+        "--broken",
+        "batch",
+        "--canary-text",
+        "done",
+        "--log",
+        log.to_str().expect("utf-8 path"),
+    ]);
+    let (_, report) = run_with_report(
+        &[
+            "--http",
+            &w.url,
+            "--spec",
+            "2025-11-25",
+            "--canary-log",
+            log.to_str().expect("utf-8 path"),
+        ],
+        &["batch/two-requests-with-denied-call", "--exact"],
+    );
+    let t = trials(&report, "batch/two-requests-with-denied-call");
+    assert!(failed_by(t[0], "canary"), "{:?}", t[0]);
+}
+
+#[test]
+fn a_stateless_server_fails_no_session_case() {
+    let w = HttpWitness::start_with(&["--stateless"]);
+    let (code, report) = run_with_report(&["--http", &w.url], &[]);
+    let failed: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail")
+        .collect();
+    assert_eq!(code, 0, "{failed:?}");
+    // Session cases are shown, as not applicable, at every version.
+    let t = trials(&report, "headers/session-id-unknown");
+    assert!(
+        !t.is_empty() && t.iter().all(|t| t.verdict == "skip"),
+        "{t:?}"
+    );
+    // The same cases still run, and pass, against a server that keeps sessions.
+    let stateful = HttpWitness::start_with(&[]);
+    let (_, report) = run_with_report(&["--http", &stateful.url], &[]);
+    let t = trials(&report, "headers/session-id-unknown");
+    assert!(t.iter().any(|t| t.verdict == "pass"), "{t:?}");
+}
+
+#[test]
+fn the_default_tests_every_version_the_target_accepts_and_no_other() {
+    for (versions, want) in [
+        ("2025-11-25", vec!["2025-11-25"]),
+        ("2025-06-18,2025-11-25", vec!["2025-06-18", "2025-11-25"]),
+        ("2026-07-28", vec!["2026-07-28"]),
+        (
+            "2025-06-18,2025-11-25,2026-07-28",
+            vec!["2025-06-18", "2025-11-25", "2026-07-28"],
+        ),
+    ] {
+        let w = HttpWitness::start_with(&["--versions", versions]);
+        let (code, report) = run_with_report(&["--http", &w.url], &[]);
+        let mut seen: Vec<&str> = report.results.iter().map(|t| t.version.as_str()).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, want, "witness speaking {versions}");
+        assert_eq!(code, 0, "witness speaking {versions}");
+    }
+}
+
+#[test]
+fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
+    // `exits`: the witness process exits on deep nesting. The first nesting case kills it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let w = HttpWitness::start_at(&addr, &["--broken", "exits"]);
+    let (code, report) = run_with_report(
+        &["--http", &w.url, "--spec", "2025-11-25"],
+        &["nesting/", "--test-threads", "1"],
+    );
+    assert_eq!(code, 1);
+    let nesting: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.id.starts_with("nesting/"))
+        .collect();
+    let killed: Vec<_> = nesting.iter().filter(|t| failed_by(t, "alive")).collect();
+    assert_eq!(killed.len(), 1, "{nesting:?}");
+    let not_run = nesting.iter().filter(|t| t.verdict == "skip").count();
+    assert_eq!(not_run, nesting.len() - 1, "{nesting:?}");
+    drop(w);
+
+    // With --restart-cmd the runner starts it again and goes on: every nesting case runs.
+    let w = HttpWitness::start_at(&addr, &["--broken", "exits"]);
+    let restart = format!(
+        "exec {} witness --http {addr} --broken exits",
+        shell_words::quote(&bin().to_string_lossy())
+    );
+    let (code, report) = run_with_report(
+        &[
+            "--http",
+            &w.url,
+            "--spec",
+            "2025-11-25",
+            "--restart-cmd",
+            &restart,
+        ],
+        &["nesting/", "--test-threads", "1"],
+    );
+    assert_eq!(code, 1);
+    let nesting: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.id.starts_with("nesting/"))
+        .collect();
+    assert!(nesting.iter().all(|t| t.verdict != "skip"), "{nesting:?}");
+    assert!(
+        nesting.iter().filter(|t| failed_by(t, "alive")).count() >= 2,
+        "{nesting:?}"
+    );
+}
