@@ -244,7 +244,7 @@ pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Pers
     // `{downstream_argv}`: the same command as separate words, for gates that take their
     // downstream as an argument list (`my-gate -- {downstream_argv}`), not through a shell.
     let argv = shell_words::split(&witness)
-        .map(|words| shell_words::join(words))
+        .map(shell_words::join)
         .unwrap_or_else(|_| witness.clone());
     let command = template
         .replace("{downstream_cmd}", &shell_words::quote(&witness))
