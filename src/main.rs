@@ -293,6 +293,9 @@ struct WitnessArgs {
     /// HTTP: issue no Mcp-Session-Id and serve requests without one (the SDKs' stateless mode).
     #[arg(long)]
     stateless: bool,
+    /// Append a line to FILE each time the canary runs (an execution side channel).
+    #[arg(long)]
+    canary_log: Option<PathBuf>,
 }
 
 fn parse_version(s: &str) -> Result<String, String> {
@@ -480,6 +483,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         versions: args.versions,
         canary_text: args.canary_text,
         stateless: args.stateless,
+        canary_log: args.canary_log,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()

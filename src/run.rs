@@ -220,7 +220,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             trials.push(
                 Trial::ignorable_test(name, move || {
                     // A target that died earlier in the run: this trial is not run, and says why.
-                    if let Some(why) = lane_down(&lane, &case.id, &restarts) {
+                    if let Some(why) = lane_down(&lane) {
                         let mut record = lane.record(&case, None, 0);
                         record.findings.push(verdict::Finding {
                             check: verdict::Check::Setup,
@@ -280,8 +280,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                     let mut v = verdict::judge(&case, &obs, &ctx);
                     // The case that killed an HTTP target fails with the evidence, once; the
                     // target is restarted (`--restart-cmd`) or the lane's later trials not run.
-                    if obs.alive == Some(false) && lane.transport == crate::case::TransportKind::Http
-                        && !lane.reachable()
+                    let gone = obs.alive == Some(false)
+                        || matches!(obs.ending, crate::transport::Ending::Unreachable(_))
+                        || obs.setup_error.is_some();
+                    if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable()
                     {
                         let note = mark_dead(&lane, &case_id, &restarts);
                         v.findings.push(verdict::Finding {
@@ -478,22 +480,9 @@ fn mark_dead(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> String {
     }
 }
 
-/// Why a trial on `lane` is not run: the target died earlier and was not brought back. A
-/// target found unreachable before any trial saw it die is marked dead here (and restarted
-/// when the run can).
-fn lane_down(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> Option<String> {
-    if lane.transport != crate::case::TransportKind::Http {
-        return None;
-    }
-    let killer = lane.died_during.lock().ok()?.clone();
-    let killer = match killer {
-        Some(k) => k,
-        None if lane.reachable() => return None,
-        None => {
-            mark_dead(lane, &format!("(a trial before {case_id})"), restarts);
-            lane.died_during.lock().ok()?.clone()?
-        }
-    };
+/// Why a trial on `lane` is not run: its target died earlier and was not brought back.
+fn lane_down(lane: &lanes::Lane) -> Option<String> {
+    let killer = lane.died_during.lock().ok()?.clone()?;
     Some(format!(
         "not run: the target stopped accepting connections after [{}] {killer}",
         lane.kind

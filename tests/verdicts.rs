@@ -8,6 +8,15 @@ fn trials<'a>(report: &'a Report, id: &str) -> Vec<&'a Trial> {
     report.results.iter().filter(|t| t.id == id).collect()
 }
 
+/// The trials of `report` whose case id starts with `prefix`.
+fn family<'a>(report: &'a Report, prefix: &str) -> Vec<&'a Trial> {
+    report
+        .results
+        .iter()
+        .filter(|t| t.id.starts_with(prefix))
+        .collect()
+}
+
 /// Whether a trial has a failing finding from `check`.
 fn failed_by(t: &Trial, check: &str) -> bool {
     t.verdict == "fail"
@@ -65,31 +74,53 @@ fn a_call_smuggled_after_a_400_on_a_kept_connection_is_caught() {
 
 #[test]
 fn the_side_channel_log_shows_a_run() {
-    // The target appends to a file when the denied tool runs: the witness's own log records
-    // every tool run, so it serves as the side channel here (with no marker text).
+    // The target appends to a file only when the denied tool runs, and says no marker text.
     let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("runs.jsonl");
-    let w = HttpWitness::start_with(&[
-        "--broken",
-        "batch",
-        "--canary-text",
-        "done",
-        "--log",
-        log.to_str().expect("utf-8 path"),
-    ]);
-    let (_, report) = run_with_report(
-        &[
-            "--http",
-            &w.url,
-            "--spec",
-            "2025-11-25",
-            "--canary-log",
-            log.to_str().expect("utf-8 path"),
-        ],
-        &["batch/two-requests-with-denied-call", "--exact"],
-    );
+    let log = dir.path().join("runs.log");
+    let log = log.to_str().expect("utf-8 path");
+    let run = |broken: &[&str]| {
+        let mut args = vec!["--canary-text", "done", "--canary-log", log];
+        args.extend_from_slice(broken);
+        let w = HttpWitness::start_with(&args);
+        run_with_report(
+            &[
+                "--http",
+                &w.url,
+                "--spec",
+                "2025-11-25",
+                "--canary-text",
+                "",
+                "--canary-log",
+                log,
+            ],
+            &["batch/"],
+        )
+    };
+    // A server that executes batches runs the denied call inside one: the log grows.
+    let (_, report) = run(&["--broken", "batch"]);
     let t = trials(&report, "batch/two-requests-with-denied-call");
     assert!(failed_by(t[0], "canary"), "{:?}", t[0]);
+    // The log is named as the evidence (it is checked before the protocol's answer).
+    assert!(
+        t[0].findings.iter().any(|f| f
+            .get("message")
+            .and_then(|m| m.as_str())
+            .is_some_and(|m| m.contains("side-channel log"))),
+        "{:?}",
+        t[0]
+    );
+    // A correct server never runs it: the log stays as it is and nothing fails.
+    let (code, report) = run(&[]);
+    assert_eq!(
+        code,
+        0,
+        "{:?}",
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict == "fail")
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -150,11 +181,7 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
         &["nesting/", "--test-threads", "1"],
     );
     assert_eq!(code, 1);
-    let nesting: Vec<_> = report
-        .results
-        .iter()
-        .filter(|t| t.id.starts_with("nesting/"))
-        .collect();
+    let nesting = family(&report, "nesting/");
     let killed: Vec<_> = nesting.iter().filter(|t| failed_by(t, "alive")).collect();
     assert_eq!(killed.len(), 1, "{nesting:?}");
     let not_run = nesting.iter().filter(|t| t.verdict == "skip").count();
@@ -179,11 +206,7 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
         &["nesting/", "--test-threads", "1"],
     );
     assert_eq!(code, 1);
-    let nesting: Vec<_> = report
-        .results
-        .iter()
-        .filter(|t| t.id.starts_with("nesting/"))
-        .collect();
+    let nesting = family(&report, "nesting/");
     assert!(nesting.iter().all(|t| t.verdict != "skip"), "{nesting:?}");
     assert!(
         nesting.iter().filter(|t| failed_by(t, "alive")).count() >= 2,

@@ -175,80 +175,19 @@ fn appended_since(path: &std::path::Path, start: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// Further HTTP responses in the bytes read after the first one on a connection: each status
-/// line, and the JSON-RPC messages in its body (JSON or SSE; framed by Content-Length, chunked,
-/// or running to the end).
+/// Further HTTP responses in the bytes read after the first one on a connection, with the
+/// JSON-RPC messages in each one's body (JSON or SSE).
 pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
-    let mut out = Vec::new();
-    let mut rest = bytes;
-    // Blank lines between responses are tolerated, anything else ends the reading.
-    while let Some(at) = rest.iter().position(|b| !b.is_ascii_whitespace()) {
-        rest = &rest[at..];
-        if !rest.starts_with(b"HTTP/1.") {
-            break;
-        }
-        let status = rest
-            .get(9..12)
-            .and_then(|s| std::str::from_utf8(s).ok())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let Some(head_end) = rest.windows(4).position(|w| w == b"\r\n\r\n") else {
-            out.push(super::TrailingAnswer {
-                status,
-                messages: Vec::new(),
-            });
-            break;
-        };
-        let head = String::from_utf8_lossy(&rest[..head_end]).to_ascii_lowercase();
-        let after = &rest[head_end + 4..];
-        let length = head.lines().find_map(|l| {
-            l.strip_prefix("content-length:")
-                .and_then(|v| v.trim().parse::<usize>().ok())
-        });
-        let (body, next) = if head.contains("transfer-encoding: chunked") {
-            let (body, used) = dechunk(after);
-            (body, &after[used..])
-        } else if let Some(n) = length {
-            let n = n.min(after.len());
-            (after[..n].to_vec(), &after[n..])
-        } else {
-            (after.to_vec(), &after[after.len()..])
-        };
-        let mut messages = Vec::new();
-        if let Some(v) = parse_answer_json(&body) {
-            messages.push(v);
-        } else {
-            messages.extend(http::sse_messages(&body).into_iter().flatten());
-        }
-        out.push(super::TrailingAnswer { status, messages });
-        rest = next;
-    }
-    out
-}
-
-/// The payload of a chunked body, as far as it is well-formed, and how many bytes it took.
-fn dechunk(body: &[u8]) -> (Vec<u8>, usize) {
-    let mut out = Vec::new();
-    let mut used = 0;
-    while let Some(eol) = body[used..].windows(2).position(|w| w == b"\r\n") {
-        let line = &body[used..used + eol];
-        let size = std::str::from_utf8(line)
-            .ok()
-            .and_then(|s| usize::from_str_radix(s.split(';').next().unwrap_or("").trim(), 16).ok());
-        let Some(size) = size else {
-            break;
-        };
-        let data_at = used + eol + 2;
-        if size == 0 {
-            // The last chunk, then (no trailers) the final CRLF.
-            used = (data_at + 2).min(body.len());
-            break;
-        }
-        let data = &body[data_at.min(body.len())..];
-        out.extend_from_slice(&data[..size.min(data.len())]);
-        used = (data_at + size + 2).min(body.len());
-    }
-    (out, used)
+    http::responses_in(bytes)
+        .into_iter()
+        .map(|(status, body)| {
+            let messages = match parse_answer_json(&body) {
+                Some(v) => vec![v],
+                None => http::sse_messages(&body).into_iter().flatten().collect(),
+            };
+            super::TrailingAnswer { status, messages }
+        })
+        .collect()
 }
 
 /// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
@@ -641,7 +580,6 @@ async fn run_http(
             if let Some(read) = &read {
                 headers.extend(versions::mirrored_headers(read));
             }
-            // Recorded after the case's own header changes below.
         }
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
@@ -1119,11 +1057,6 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     out.accepted.sort();
     out.accepted.dedup();
     out
-}
-
-/// The newest known version `endpoint` accepts (see [`probe`]).
-pub async fn newest_version(endpoint: &Endpoint, settings: &Settings) -> Option<String> {
-    probe(endpoint, settings).await.accepted.into_iter().max()
 }
 
 /// The runner's `initialize` asking for `version`.

@@ -359,6 +359,64 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The HTTP/1.1 responses that follow one another in `bytes` (what a server sent on a
+/// connection after its first response): each one's status and body, de-chunked or cut at its
+/// Content-Length. A response whose head is incomplete is given with status 0 when its status
+/// line cannot be read; anything that is not a response ends the reading.
+pub fn responses_in(bytes: &[u8]) -> Vec<(u16, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    // Blank lines between responses (a chunked body's last CRLF) are passed over.
+    while let Some(at) = rest.iter().position(|b| !b.is_ascii_whitespace()) {
+        rest = &rest[at..];
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Response::new(&mut headers);
+        let head_len = match parsed.parse(rest) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) if rest.starts_with(b"HTTP/1.") => {
+                let status = rest
+                    .get(9..12)
+                    .and_then(|s| std::str::from_utf8(s).ok())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                out.push((status, Vec::new()));
+                break;
+            }
+            _ => break,
+        };
+        let status = parsed.code.unwrap_or(0);
+        let header = |name: &str| {
+            parsed
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| String::from_utf8_lossy(h.value).to_ascii_lowercase())
+        };
+        let chunked = header("transfer-encoding").is_some_and(|te| te.contains("chunked"));
+        let length = header("content-length").and_then(|v| v.trim().parse::<usize>().ok());
+        let after = &rest[head_len..];
+        let mut body = Vec::new();
+        rest = if chunked {
+            let mut decoder = ChunkDecoder::default();
+            if decoder.feed(after, &mut body).is_err() || !decoder.done {
+                out.push((status, body));
+                break;
+            }
+            // What the decoder did not take belongs to the next response.
+            &after[after.len() - decoder.pending.len()..]
+        } else if let Some(n) = length {
+            let n = n.min(after.len());
+            body.extend_from_slice(&after[..n]);
+            &after[n..]
+        } else {
+            body.extend_from_slice(after);
+            &[]
+        };
+        out.push((status, body));
+    }
+    out
+}
+
 /// Incremental decoder for `Transfer-Encoding: chunked`.
 #[derive(Debug, Default)]
 struct ChunkDecoder {

@@ -193,6 +193,12 @@ fn is_error_result(r: &Value) -> bool {
         == Some(true)
 }
 
+/// Whether a response says a request succeeded: a `result`, no `error`, and not a tool result
+/// marked `isError`.
+fn is_success(r: &Value) -> bool {
+    r.get("result").is_some() && r.get("error").is_none() && !is_error_result(r)
+}
+
 /// Why the denied tool counts as having run, if it did: its marker text in any answer, its call
 /// in the witness's record, growth of the side-channel log, a successful result for a request
 /// every reading takes as its call, or a result for a request smuggled behind another.
@@ -213,12 +219,8 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
             show_bytes(log.as_bytes(), 120)
         ));
     }
-    let ran = |r: &Value| {
-        r.get("result").is_some()
-            && r.get("error").is_none()
-            && !is_error_result(r)
-            && r.get("id").is_some_and(|id| obs.denied_ids.contains(id))
-    };
+    let ran =
+        |r: &Value| is_success(r) && r.get("id").is_some_and(|id| obs.denied_ids.contains(id));
     if let Some(r) = resp.iter().find(|r| ran(r)) {
         return Some(format!(
             "a successful result answered the call of the denied tool with id {}",

@@ -109,6 +109,9 @@ pub struct WitnessConfig {
     /// HTTP: issue no `Mcp-Session-Id` and serve legacy requests without one, as the SDKs'
     /// stateless modes do.
     pub stateless: bool,
+    /// A file the canary appends a line to each time it runs: the kind of execution side
+    /// channel `run --canary-log` watches on real servers.
+    pub canary_log: Option<std::path::PathBuf>,
 }
 
 impl WitnessConfig {
@@ -572,6 +575,17 @@ impl Witness {
             return Ok(Outcome::Error(-32602, "Unknown tool"));
         }
         self.recorder.tool(name, name == CANARY_TOOL);
+        if let (true, Some(path)) = (name == CANARY_TOOL, &self.config.canary_log) {
+            use std::io::Write as _;
+            // Best effort, like a real tool's own log: a failed append is not the client's error.
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{CANARY_TOOL} ran");
+            }
+        }
         Ok(match name {
             "echo" => match args.get("text").and_then(Value::as_str) {
                 Some(t) => text(t.to_string()),
