@@ -140,6 +140,16 @@ impl Case {
             && !(self.spec.request.raw_http.is_some() && t != TransportKind::Http)
     }
 
+    /// Whether any of the case's expectations bounds the server's memory growth.
+    pub fn bounds_memory(&self) -> bool {
+        let s = &self.spec;
+        std::iter::once(&s.expect)
+            .chain(s.strict.iter())
+            .chain(s.gate.iter())
+            .chain(s.modern.iter())
+            .any(|e| e.max_memory_growth_kib.is_some())
+    }
+
     pub fn applies_to_profile(&self, p: Profile) -> bool {
         self.spec.profiles.as_ref().is_none_or(|v| v.contains(&p))
     }

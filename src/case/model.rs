@@ -313,6 +313,14 @@ pub struct Expect {
     /// placeholders replaced), exactly once, as compact canonical bytes.
     #[serde(default)]
     pub forwarded_json: Option<serde_json::Value>,
+    /// HTTP: at most this many body bytes may have been sent when the answer is complete (a
+    /// server that reads a huge body whole before refusing it exceeds it).
+    #[serde(default)]
+    pub max_body_sent: Option<u64>,
+    /// stdio: the server process's peak resident memory may grow by at most this many KiB over
+    /// the case (read from /proc VmHWM; not judged where /proc does not tell).
+    #[serde(default)]
+    pub max_memory_growth_kib: Option<u64>,
 }
 
 impl Expect {
@@ -336,6 +344,8 @@ impl Expect {
                 .forwarded_json
                 .clone()
                 .or_else(|| self.forwarded_json.clone()),
+            max_body_sent: strict.max_body_sent.or(self.max_body_sent),
+            max_memory_growth_kib: strict.max_memory_growth_kib.or(self.max_memory_growth_kib),
         }
     }
 }

@@ -661,6 +661,8 @@ async fn run_http(
                 truncated: resp.truncated,
                 timed_out: resp.timed_out,
                 cut_short: resp.cut_short,
+                body_sent: resp.body_sent,
+                answered_after: resp.answered_after,
             });
         }
         Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
@@ -791,6 +793,11 @@ async fn run_stdio(
         .await;
     }
     let mark = witness.map(WitnessView::mark);
+    // Memory is watched only for cases that bound it.
+    let memory = proc
+        .pid()
+        .filter(|_| case.bounds_memory())
+        .map(super::stdio::MemoryWatch::start);
     let req = &spec.request;
     let mut body = case_body(&ph, req.body.as_ref(), modern);
     note_request(&mut obs, &body, &settings.denied_tool);
@@ -915,6 +922,7 @@ async fn run_stdio(
                 .collect(),
         );
     }
+    obs.memory_growth_kib = memory.as_ref().and_then(|m| m.growth_kib(proc.pid()));
     obs.stderr_tail = proc.stderr_tail();
     proc.kill().await;
     obs

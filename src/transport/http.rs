@@ -121,6 +121,12 @@ pub struct HttpResponse {
     /// Raw requests only: bytes that came after the response (a second response to bytes the
     /// server took as another request), up to 1 MiB.
     pub trailing: Vec<u8>,
+    /// Body bytes the runner had handed to the connection when the answer was complete: how
+    /// much of a large body a server took before it answered (bounded above by what the socket
+    /// buffers hold beyond what the server read).
+    pub body_sent: u64,
+    /// When the answer was complete, from the start of the exchange.
+    pub answered_after: std::time::Duration,
 }
 
 impl HttpResponse {
@@ -163,7 +169,10 @@ pub async fn exchange(
         .map_err(TransportError::Connect)?;
     let _ = stream.set_nodelay(true);
     let raw = matches!(wire, Wire::Raw(_));
+    let started = Instant::now();
     let (mut reader, mut writer) = stream.into_split();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = sent.clone();
 
     // The writer runs beside the reader: a server may answer (413) before the body is sent, and
     // must then be heard. Write errors are expected in that case and ignored.
@@ -188,6 +197,7 @@ pub async fn exchange(
                     head.extend_from_slice(b"\r\n");
                     writer.write_all(&head).await?;
                     for chunk in body.chunks() {
+                        let n = chunk.len() as u64;
                         if chunked {
                             writer
                                 .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
@@ -197,6 +207,7 @@ pub async fn exchange(
                         } else {
                             writer.write_all(&chunk).await?;
                         }
+                        count.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                     }
                     if chunked {
                         writer.write_all(b"0\r\n\r\n").await?;
@@ -211,6 +222,10 @@ pub async fn exchange(
         (result, writer)
     });
     let mut read = read_response(&mut reader, caps, deadline, head_only_sse).await;
+    if let Ok(resp) = read.as_mut() {
+        resp.body_sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        resp.answered_after = started.elapsed();
+    }
     if let (true, Ok(resp)) = (raw, read.as_mut()) {
         // Whatever else the server sends on this connection: answers to smuggled requests.
         let mut chunk = vec![0u8; 64 * 1024];

@@ -67,6 +67,10 @@ pub struct HttpSeen {
     pub truncated: bool,
     pub timed_out: bool,
     pub cut_short: bool,
+    /// Body bytes handed to the connection when the answer was complete.
+    pub body_sent: u64,
+    /// When the answer was complete, from the start of the exchange.
+    pub answered_after: Duration,
 }
 
 /// Everything seen for one case on one transport.
@@ -118,6 +122,9 @@ pub struct Observation {
     /// HTTP: answers that came after the first on the same connection (a request smuggled
     /// behind the case's own was served).
     pub trailing_answers: Vec<TrailingAnswer>,
+    /// stdio: how much the server process's peak resident memory (VmHWM) grew from just before
+    /// the case's bytes to the end of the case, in KiB, when /proc tells.
+    pub memory_growth_kib: Option<u64>,
     /// What the target appended to `--canary-log` during the case (the denied tool's side
     /// channel), when a log is watched.
     pub canary_log: Option<String>,
@@ -157,6 +164,7 @@ impl Observation {
             sent_mcp_method: false,
             trailing_answers: Vec::new(),
             canary_log: None,
+            memory_growth_kib: None,
         }
     }
 }

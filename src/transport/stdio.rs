@@ -168,6 +168,11 @@ impl StdioProcess {
     }
 
     /// Whether the process has exited, and how.
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
@@ -192,5 +197,55 @@ impl StdioProcess {
         }
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.child.wait()).await;
+    }
+}
+
+/// A process's peak resident memory so far (VmHWM from /proc, KiB); `None` where /proc does
+/// not tell (it exited, or not Linux). Its own children are not counted.
+pub fn peak_memory_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Watches a process's peak memory every 20 ms until dropped, so a peak is seen even when the
+/// process exits (or crashes) before the case ends.
+pub struct MemoryWatch {
+    before: Option<u64>,
+    peak: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MemoryWatch {
+    pub fn start(pid: u32) -> MemoryWatch {
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let before = peak_memory_kib(pid);
+        let seen = peak.clone();
+        let task = tokio::spawn(async move {
+            while let Some(kib) = peak_memory_kib(pid) {
+                seen.fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        });
+        MemoryWatch { before, peak, task }
+    }
+
+    /// How much the peak grew since the watch started (KiB), when both ends were read.
+    pub fn growth_kib(&self, pid: Option<u32>) -> Option<u64> {
+        if let Some(kib) = pid.and_then(peak_memory_kib) {
+            self.peak
+                .fetch_max(kib, std::sync::atomic::Ordering::Relaxed);
+        }
+        let peak = self.peak.load(std::sync::atomic::Ordering::Relaxed);
+        let before = self.before?;
+        (peak > 0).then(|| peak.saturating_sub(before))
+    }
+}
+
+impl Drop for MemoryWatch {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }

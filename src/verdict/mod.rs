@@ -36,6 +36,8 @@ pub enum Check {
     Leak,
     /// A request smuggled behind the case's own on one connection was served.
     Framing,
+    /// The bytes or memory a server spent on an input before refusing it.
+    Resources,
 }
 
 impl Check {
@@ -53,6 +55,7 @@ impl Check {
             Check::Alive => "alive",
             Check::Leak => "leak",
             Check::Framing => "framing",
+            Check::Resources => "resources",
         }
     }
 }
@@ -630,6 +633,44 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
                 obs.alive_detail.clone().unwrap_or_default()
             ),
         );
+    }
+
+    // What an input cost the server before it refused it: body bytes taken before the answer
+    // (HTTP), peak memory growth (stdio, /proc VmHWM).
+    const MIB: f64 = 1024.0 * 1024.0;
+    if let (Some(max), Some(h)) = (expect.max_body_sent, &obs.http) {
+        if h.body_sent > max {
+            add(
+                Check::Resources,
+                level_status,
+                format!(
+                    "the server took {:.1} MiB of the body before answering (after {} ms); at most {:.1} MiB expected: it reads a body it will refuse",
+                    h.body_sent as f64 / MIB,
+                    h.answered_after.as_millis(),
+                    max as f64 / MIB
+                ),
+            );
+        }
+    }
+    if let Some(max) = expect.max_memory_growth_kib {
+        match obs.memory_growth_kib {
+            Some(grew) if grew > max => add(
+                Check::Resources,
+                level_status,
+                format!(
+                    "the server's peak memory grew by {:.1} MiB over the case; at most {:.1} MiB expected: it buffers an input it should bound",
+                    grew as f64 / 1024.0,
+                    max as f64 / 1024.0
+                ),
+            ),
+            Some(_) => {}
+            None if obs.transport == TransportKind::Stdio => add(
+                Check::Resources,
+                Status::Pass,
+                "peak memory not measured (/proc did not tell, or the process had exited)".into(),
+            ),
+            None => {}
+        }
     }
 
     // Leaks: only what the endpoint said about errors, not results it was asked to echo.

@@ -650,7 +650,7 @@ pub const TOOLS: &[(&str, &str)] = &[
     ("add", "Returns a + b."),
     (
         CANARY_TOOL,
-        "The canary: denied by the test policy; if it ever runs it answers CANARY-EXECUTED.",
+        "The canary: denied by the test policy; if it ever runs, it says so in its answer.",
     ),
     ("fault_hang", "Never answers."),
     ("fault_oversize", "Answers with a 2 MiB result."),
