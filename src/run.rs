@@ -242,7 +242,6 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         collector.push(record);
                         return Err(Failed::from(msg));
                     }
-                    let case_id = case.id.clone();
                     let check_alive = case
                         .expectation(profile, strict, &settings.spec_version)
                         .alive.unwrap_or(true);
@@ -280,12 +279,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                     let mut v = verdict::judge(&case, &obs, &ctx);
                     // The case that killed an HTTP target fails with the evidence, once; the
                     // target is restarted (`--restart-cmd`) or the lane's later trials not run.
-                    let gone = obs.alive == Some(false)
-                        || matches!(obs.ending, crate::transport::Ending::Unreachable(_))
+                    let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
                         || obs.setup_error.is_some();
+                    let gone = obs.alive == Some(false) || found_gone;
                     if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable()
                     {
-                        let note = mark_dead(&lane, &case_id, &restarts);
+                        let note = mark_dead(&lane, &case.id, found_gone, &restarts);
                         v.findings.push(verdict::Finding {
                             check: verdict::Check::Alive,
                             status: Status::Fail,
@@ -452,14 +451,20 @@ impl Restarts {
 }
 
 /// Record that the lane's target died during `case_id` (said once on stderr), and restart it
-/// when the run can. The text for the trial that killed it.
-fn mark_dead(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> String {
+/// when the run can. `already` says the case found it gone before its own bytes were sent. The
+/// text for the trial.
+fn mark_dead(lane: &lanes::Lane, case_id: &str, already: bool, restarts: &Restarts) -> String {
+    let when = if already {
+        "was not accepting connections when this case began (a trial before it ended it)"
+    } else {
+        "stopped accepting connections after this case"
+    };
     let Ok(mut died) = lane.died_during.lock() else {
-        return "the target stopped accepting connections after this case".into();
+        return format!("the target {when}");
     };
     if died.is_none() {
         eprintln!(
-            "the target stopped accepting connections after [{}] {case_id}: this trial fails with the evidence",
+            "the target {when}: [{}] {case_id}; this trial fails with the evidence",
             lane.kind
         );
         *died = Some(case_id.to_string());
@@ -467,10 +472,10 @@ fn mark_dead(lane: &lanes::Lane, case_id: &str, restarts: &Restarts) -> String {
     if restarts.restart(lane) {
         eprintln!("the target was restarted with --restart-cmd; the run goes on");
         *died = None;
-        "the target stopped accepting connections after this case (it was restarted)".into()
+        format!("the target {when} (it was restarted)")
     } else {
         format!(
-            "the target stopped accepting connections after this case; the lane's later trials are not run{}",
+            "the target {when}; the lane's later trials are not run{}",
             if restarts.command.is_some() {
                 " (the restart command did not bring it back within 30 s)"
             } else {
