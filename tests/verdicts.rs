@@ -8,6 +8,16 @@ fn trials<'a>(report: &'a Report, id: &str) -> Vec<&'a Trial> {
     report.results.iter().filter(|t| t.id == id).collect()
 }
 
+/// A run that failed nothing: exit 0, and the failing trials shown if not.
+fn assert_clean(code: i32, report: &Report) {
+    let failed: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail")
+        .collect();
+    assert_eq!(code, 0, "{failed:?}");
+}
+
 /// The trials of `report` whose case id starts with `prefix`.
 fn family<'a>(report: &'a Report, prefix: &str) -> Vec<&'a Trial> {
     report
@@ -42,16 +52,7 @@ fn a_denied_tool_that_answers_a_plain_result_is_caught_without_its_marker() {
     // The same server, correct about batches, runs nothing: no canary finding anywhere.
     let ok = HttpWitness::start_with(&["--canary-text", "done"]);
     let (code, report) = run_with_report(&["--http", &ok.url, "--spec", "2025-11-25"], &[]);
-    assert_eq!(
-        code,
-        0,
-        "{:?}",
-        report
-            .results
-            .iter()
-            .filter(|t| t.verdict == "fail")
-            .collect::<Vec<_>>()
-    );
+    assert_clean(code, &report);
 }
 
 #[test]
@@ -111,28 +112,14 @@ fn the_side_channel_log_shows_a_run() {
     );
     // A correct server never runs it: the log stays as it is and nothing fails.
     let (code, report) = run(&[]);
-    assert_eq!(
-        code,
-        0,
-        "{:?}",
-        report
-            .results
-            .iter()
-            .filter(|t| t.verdict == "fail")
-            .collect::<Vec<_>>()
-    );
+    assert_clean(code, &report);
 }
 
 #[test]
 fn a_stateless_server_fails_no_session_case() {
     let w = HttpWitness::start_with(&["--stateless"]);
     let (code, report) = run_with_report(&["--http", &w.url], &[]);
-    let failed: Vec<_> = report
-        .results
-        .iter()
-        .filter(|t| t.verdict == "fail")
-        .collect();
-    assert_eq!(code, 0, "{failed:?}");
+    assert_clean(code, &report);
     // Session cases are shown, as not applicable, at every version.
     let t = trials(&report, "headers/session-id-unknown");
     assert!(
