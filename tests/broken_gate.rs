@@ -127,7 +127,8 @@ impl Engine for AllowByDefault {
     fn decide(&self, r: &AgentActionRequest) -> Result<Decision, EngineError> {
         let denied =
             self.0.rules.iter().any(|rule| {
-                rule.effect == reference_gate::policy::Effect::Deny && rule.tool == r.tool
+                rule.effect == reference_gate::policy::Effect::Deny
+                    && rule.tool.as_deref() == Some(r.tool.as_str())
             });
         Ok(if denied {
             Decision::Deny

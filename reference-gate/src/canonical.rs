@@ -174,6 +174,22 @@ impl Message {
         }
     }
 
+    pub fn params(&self) -> Option<&Vec<(String, Json)>> {
+        match self {
+            Message::Request { params, .. } | Message::Notification { params, .. } => {
+                params.as_ref()
+            }
+        }
+    }
+
+    /// One member of `params`.
+    pub fn param(&self, key: &str) -> Option<&Json> {
+        self.params()?
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+
     pub fn id(&self) -> Option<&Id> {
         match self {
             Message::Request { id, .. } => Some(id),
@@ -199,6 +215,12 @@ pub struct Canonical {
 }
 
 impl Canonical {
+    /// A message the gate builds from parts it validated (a mapped id, a normalized URI).
+    pub(crate) fn new(message: Message) -> Canonical {
+        let bytes = write_message(&message);
+        Canonical { message, bytes }
+    }
+
     pub fn message(&self) -> &Message {
         &self.message
     }
@@ -322,7 +344,7 @@ pub fn parse_leniently(
     parse_with(bytes, limits, leniency)
 }
 
-fn parse_with(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Canonical, Malformed> {
+fn parse_value(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Json, Malformed> {
     if bytes.len() > limits.max_bytes {
         return Err(Malformed::new(MalformedKind::Limit));
     }
@@ -352,9 +374,159 @@ fn parse_with(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Canonical,
     if p.i != p.s.len() && !len.first_value_only {
         return Err(Malformed::new(MalformedKind::Syntax));
     }
+    Ok(value)
+}
+
+fn parse_with(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Canonical, Malformed> {
+    let value = parse_value(bytes, limits, len)?;
     let message = envelope(value, len)?;
-    let bytes = write_message(&message);
-    Ok(Canonical { message, bytes })
+    Ok(Canonical::new(message))
+}
+
+/// A JSON-RPC response after canonicalization: exactly one of a result object and an error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub id: Id,
+    pub outcome: Outcome,
+}
+
+/// What a response carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The result object's members.
+    Result(Vec<(String, Json)>),
+    /// An error: an integer code, a message, and the optional `data`.
+    Error {
+        code: i64,
+        message: String,
+        data: Option<Json>,
+    },
+}
+
+/// One accepted response with its canonical bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanonicalReply {
+    reply: Reply,
+    bytes: Vec<u8>,
+}
+
+impl CanonicalReply {
+    /// The response, canonically written.
+    pub fn new(reply: Reply) -> CanonicalReply {
+        let bytes = write_reply(&reply);
+        CanonicalReply { reply, bytes }
+    }
+
+    pub fn reply(&self) -> &Reply {
+        &self.reply
+    }
+
+    /// The deterministic re-serialization: the only bytes that may be relayed.
+    pub fn forwarding_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The same response under another id (the gate maps ids between its two sides).
+    pub fn with_id(&self, id: Id) -> CanonicalReply {
+        CanonicalReply::new(Reply {
+            id,
+            outcome: self.reply.outcome.clone(),
+        })
+    }
+}
+
+/// Anything one peer may send the other: a request or notification, or a response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Message(Canonical),
+    Reply(CanonicalReply),
+}
+
+/// Parse exactly one message of either kind, with the same grammar, limits and envelope rules
+/// as [`parse`] (a response's envelope is `jsonrpc`, `id` and one of `result`/`error`).
+pub fn parse_incoming(bytes: &[u8], limits: &Limits) -> Result<Incoming, Malformed> {
+    let value = parse_value(bytes, limits, Leniency::default())?;
+    let is_reply = matches!(&value, Json::Object(m)
+        if !m.iter().any(|(k, _)| k == "method")
+            && m.iter().any(|(k, _)| k == "result" || k == "error"));
+    if is_reply {
+        return Ok(Incoming::Reply(CanonicalReply::new(reply_envelope(value)?)));
+    }
+    Ok(Incoming::Message(Canonical::new(envelope(
+        value,
+        Leniency::default(),
+    )?)))
+}
+
+fn reply_envelope(value: Json) -> Result<Reply, Malformed> {
+    let Json::Object(members) = value else {
+        return Err(env_err());
+    };
+    for (k, _) in &members {
+        if !["jsonrpc", "id", "result", "error"].contains(&k.as_str()) {
+            return Err(env_err());
+        }
+    }
+    let get = |k: &str| members.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    if get("jsonrpc") != Some(&Json::String("2.0".into())) {
+        return Err(env_err());
+    }
+    let id = match get("id") {
+        Some(Json::String(s)) => Id::Str(s.clone()),
+        Some(Json::Number(n)) => Id::Int(integer_id(n)?),
+        _ => return Err(env_err()),
+    };
+    let outcome = match (get("result"), get("error")) {
+        (Some(Json::Object(r)), None) => Outcome::Result(r.clone()),
+        (None, Some(Json::Object(e))) => {
+            for (k, _) in e {
+                if !["code", "message", "data"].contains(&k.as_str()) {
+                    return Err(env_err());
+                }
+            }
+            let e = Json::Object(e.clone());
+            let code = match e.get("code") {
+                Some(Json::Number(n)) => integer_id(n)?,
+                _ => return Err(env_err()),
+            };
+            let Some(Json::String(message)) = e.get("message") else {
+                return Err(env_err());
+            };
+            Outcome::Error {
+                code,
+                message: message.clone(),
+                data: e.get("data").cloned(),
+            }
+        }
+        _ => return Err(env_err()),
+    };
+    Ok(Reply { id, outcome })
+}
+
+fn write_reply(r: &Reply) -> Vec<u8> {
+    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    write_value(&mut out, &r.id.to_json());
+    match &r.outcome {
+        Outcome::Result(members) => {
+            out.extend_from_slice(b",\"result\":");
+            write_members(&mut out, ordered(members, &[]).into_iter());
+        }
+        Outcome::Error {
+            code,
+            message,
+            data,
+        } => {
+            out.extend_from_slice(format!(r#","error":{{"code":{code},"message":"#).as_bytes());
+            write_string(&mut out, message);
+            if let Some(d) = data {
+                out.extend_from_slice(b",\"data\":");
+                write_value(&mut out, d);
+            }
+            out.push(b'}');
+        }
+    }
+    out.push(b'}');
+    out
 }
 
 fn env_err() -> Malformed {

@@ -138,6 +138,8 @@ pub enum ConfigError {
     Codes,
     #[error("the modern error codes must lie outside -32099..=-32000 (the malformed code may be -32600)")]
     ModernCodes,
+    #[error(transparent)]
+    Rule(#[from] crate::policy::RuleError),
     #[error("`versions` must list protocol versions the gate knows (2025-06-18, 2025-11-25, 2026-07-28), at least one")]
     Versions,
 }
@@ -160,6 +162,7 @@ impl GateConfig {
         if !self.servers.contains_key(&self.server) {
             return Err(ConfigError::UnknownServer(self.server.clone()));
         }
+        self.policy.validate()?;
         let reserved = [-32700, -32601, -32602, -32603];
         for e in [self.errors, self.errors_modern] {
             if e.malformed == e.denied

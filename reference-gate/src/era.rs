@@ -9,6 +9,18 @@ use base64::Engine as _;
 
 /// Versions the gate speaks unless configured otherwise, oldest first.
 pub const DEFAULT_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+/// Every published version with a handshake, oldest first (the gate speaks only some of them).
+pub const KNOWN_LEGACY: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Whether a legacy session that agreed `negotiated` takes a request whose
+/// `MCP-Protocol-Version` header says `header`: the agreed version, or an older published one
+/// (the specification says a client SHOULD send the agreed one, and SDK clients send older ones
+/// for requests they build by hand). The header is validated, never trusted: the gate forwards
+/// under the agreed version and its own headers, and its rules do not depend on the header.
+pub fn session_accepts_header(negotiated: &str, header: &str) -> bool {
+    header == negotiated || (KNOWN_LEGACY.contains(&header) && header < negotiated)
+}
+
 /// The first version without a handshake.
 pub const MODERN_FIRST: &str = "2026-07-28";
 

@@ -7,7 +7,7 @@ use crate::config::{Deadlines, Server};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
-use hyper::Request;
+use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -47,6 +47,58 @@ pub trait Forwarder: Send + Sync + 'static {
         canonical: &'a [u8],
         expects_answer: bool,
     ) -> ForwardFuture<'a>;
+
+    /// Open a downstream session of its own for one client session with this (canonical)
+    /// `initialize` request: the session and the downstream's raw answer. `Ok(None)`: this
+    /// forwarder has no per-client sessions (the gate then answers `initialize` itself and
+    /// forwards through [`Forwarder::forward`]).
+    fn open<'a>(&'a self, _server_id: &'a str, _initialize: &'a [u8]) -> OpenFuture<'a> {
+        Box::pin(async { Ok(None) })
+    }
+}
+
+/// One message the downstream sent, as it came (the proxy canonicalizes it before anything
+/// else), with the SSE event id and retry hint it came with.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    pub data: Vec<u8>,
+    pub id: Option<String>,
+    pub retry: Option<u64>,
+}
+
+/// The downstream's messages for one request or stream, in order. The channel closes when the
+/// downstream ended the stream; an error ends it too. Dropping the receiver drops the stream.
+pub type Events = tokio::sync::mpsc::Receiver<Result<Event, ForwardError>>;
+
+/// A boxed future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// What [`Forwarder::open`] gives.
+pub type OpenFuture<'a> =
+    BoxFuture<'a, Result<Option<(std::sync::Arc<dyn Downstream>, Vec<u8>)>, ForwardError>>;
+
+/// The downstream session of one client session: every message of that client goes through it,
+/// so nothing of one client's exchange can reach another.
+pub trait Downstream: Send + Sync + 'static {
+    /// Send one canonical message (a request, notification or the client's response to a
+    /// server request); for a request, the downstream's messages until its answer.
+    fn send<'a>(
+        &'a self,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> BoxFuture<'a, Result<Events, ForwardError>>;
+
+    /// The server's own stream (HTTP GET), resuming after `last_event_id` (a downstream event
+    /// id). `Ok(None)`: the downstream offers none.
+    fn listen<'a>(
+        &'a self,
+        last_event_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Option<Events>, ForwardError>>;
+
+    /// End the session.
+    fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// The protocol version the downstream agreed.
+    fn version(&self) -> &str;
 }
 
 /// Protocol version the gate speaks downstream.
@@ -95,6 +147,13 @@ impl Forwarder for ConfiguredForwarder {
             None => Box::pin(async { Err(ForwardError::UnknownServer) }),
         }
     }
+
+    fn open<'a>(&'a self, server_id: &'a str, initialize: &'a [u8]) -> OpenFuture<'a> {
+        match self.servers.get(server_id) {
+            Some(f) => f.open(server_id, initialize),
+            None => Box::pin(async { Err(ForwardError::UnknownServer) }),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,8 +185,14 @@ fn parse_url(url: &str) -> Option<HttpTarget> {
 /// Most idle keep-alive connections kept per downstream.
 const MAX_IDLE: usize = 64;
 
-/// A Streamable HTTP downstream with the gate's own session and a small keep-alive pool.
+/// A Streamable HTTP downstream: the gate's own shared session (for the stdio front and modern
+/// requests), a session per client session through [`Forwarder::open`], and a small keep-alive
+/// pool.
 pub struct HttpForwarder {
+    inner: std::sync::Arc<HttpInner>,
+}
+
+struct HttpInner {
     url: String,
     deadlines: Deadlines,
     session: Mutex<Option<Option<String>>>,
@@ -144,13 +209,17 @@ struct HttpAnswer {
 impl HttpForwarder {
     pub fn new(url: String, deadlines: Deadlines) -> HttpForwarder {
         HttpForwarder {
-            url,
-            deadlines,
-            session: Mutex::new(None),
-            idle: std::sync::Mutex::new(Vec::new()),
+            inner: std::sync::Arc::new(HttpInner {
+                url,
+                deadlines,
+                session: Mutex::new(None),
+                idle: std::sync::Mutex::new(Vec::new()),
+            }),
         }
     }
+}
 
+impl HttpInner {
     /// POST `body`: in the gate's legacy session, or, with `modern` headers (derived from the
     /// canonical message), statelessly.
     async fn post(
@@ -317,24 +386,25 @@ impl Forwarder for HttpForwarder {
         canonical: &'a [u8],
         expects_answer: bool,
     ) -> ForwardFuture<'a> {
+        let inner = &self.inner;
         Box::pin(async move {
-            let deadline = Instant::now() + Duration::from_millis(self.deadlines.request_ms);
+            let deadline = Instant::now() + Duration::from_millis(inner.deadlines.request_ms);
             // A modern message goes statelessly, its headers derived from the canonical bytes.
             let modern = serde_json::from_slice::<serde_json::Value>(canonical)
                 .ok()
                 .and_then(|m| crate::era::downstream_headers(&m));
             let answer = match &modern {
-                Some(headers) => self.post(canonical, None, Some(headers), deadline).await?,
+                Some(headers) => inner.post(canonical, None, Some(headers), deadline).await?,
                 None => {
-                    let session = self.ensure_session(deadline).await?;
-                    let mut answer = self
+                    let session = inner.ensure_session(deadline).await?;
+                    let mut answer = inner
                         .post(canonical, session.as_deref(), None, deadline)
                         .await?;
                     if answer.status == 404 && session.is_some() {
                         // The downstream ended our session: start a new one, once.
-                        *self.session.lock().await = None;
-                        let session = self.ensure_session(deadline).await?;
-                        answer = self
+                        *inner.session.lock().await = None;
+                        let session = inner.ensure_session(deadline).await?;
+                        answer = inner
                             .post(canonical, session.as_deref(), None, deadline)
                             .await?;
                     }
@@ -349,6 +419,300 @@ impl Forwarder for HttpForwarder {
             }
             Ok(answer.body)
         })
+    }
+
+    fn open<'a>(&'a self, _server_id: &'a str, initialize: &'a [u8]) -> OpenFuture<'a> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let deadline = Instant::now() + Duration::from_millis(inner.deadlines.request_ms);
+            let headers = vec![];
+            let (status, session, mut events) = inner
+                .stream(Method::POST, Some(initialize), headers, Some(deadline))
+                .await?;
+            if status != 200 {
+                return Err(ForwardError::BadAnswer);
+            }
+            // The answer to initialize is the first message that is one.
+            let answer = loop {
+                let Some(event) = events.recv().await else {
+                    return Err(ForwardError::BadAnswer);
+                };
+                let event = event?;
+                if event.data.is_empty() {
+                    // A priming event (an id and a retry hint): nothing to read.
+                    continue;
+                }
+                let v: serde_json::Value =
+                    serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
+                if v.get("result").is_some() || v.get("error").is_some() {
+                    break (event.data, v);
+                }
+            };
+            let version = answer
+                .1
+                .pointer("/result/protocolVersion")
+                .and_then(|v| v.as_str())
+                .ok_or(ForwardError::BadAnswer)?
+                .to_string();
+            let downstream = HttpSession {
+                inner,
+                session,
+                version,
+            };
+            let mut done = downstream.send(INITIALIZED, false).await?;
+            while done.recv().await.is_some() {}
+            let downstream: std::sync::Arc<dyn Downstream> = std::sync::Arc::new(downstream);
+            Ok(Some((downstream, answer.0)))
+        })
+    }
+}
+
+/// The downstream session of one client session.
+struct HttpSession {
+    inner: std::sync::Arc<HttpInner>,
+    session: Option<String>,
+    version: String,
+}
+
+impl HttpSession {
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        let mut h = vec![("mcp-protocol-version", self.version.clone())];
+        if let Some(s) = &self.session {
+            h.push(("mcp-session-id", s.clone()));
+        }
+        h
+    }
+}
+
+impl Downstream for HttpSession {
+    fn send<'a>(
+        &'a self,
+        canonical: &'a [u8],
+        expects_answer: bool,
+    ) -> BoxFuture<'a, Result<Events, ForwardError>> {
+        Box::pin(async move {
+            let deadline = Instant::now() + Duration::from_millis(self.inner.deadlines.request_ms);
+            let (status, _, events) = self
+                .inner
+                .stream(Method::POST, Some(canonical), self.headers(), Some(deadline))
+                .await?;
+            match status {
+                200..=299 => Ok(events),
+                // The downstream forgot the session: this client's session is over.
+                404 => Err(ForwardError::Unreachable),
+                _ if expects_answer => Ok(events),
+                _ => Err(ForwardError::BadAnswer),
+            }
+        })
+    }
+
+    fn listen<'a>(
+        &'a self,
+        last_event_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Option<Events>, ForwardError>> {
+        Box::pin(async move {
+            let mut headers = self.headers();
+            if let Some(id) = last_event_id {
+                headers.push(("last-event-id", id.to_string()));
+            }
+            let (status, _, events) = self.inner.stream(Method::GET, None, headers, None).await?;
+            match status {
+                200 => Ok(Some(events)),
+                405 => Ok(None),
+                _ => Err(ForwardError::BadAnswer),
+            }
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if self.session.is_none() {
+                return;
+            }
+            let deadline = Instant::now() + Duration::from_millis(self.inner.deadlines.request_ms);
+            let _ = self
+                .inner
+                .stream(Method::DELETE, None, self.headers(), Some(deadline))
+                .await;
+        })
+    }
+
+    fn version(&self) -> &str {
+        &self.version
+    }
+}
+
+/// An incremental SSE reader: events as they complete, each bounded.
+struct SseReader {
+    buf: Vec<u8>,
+    max: usize,
+}
+
+impl SseReader {
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, ForwardError> {
+        self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let mut event = Event::default();
+            let mut data: Vec<&[u8]> = Vec::new();
+            for line in block.split(|b| *b == b'\n') {
+                let (field, value) = match line.iter().position(|b| *b == b':') {
+                    Some(0) => continue,
+                    Some(i) => {
+                        let v = &line[i + 1..];
+                        (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                    }
+                    None => (line, &b""[..]),
+                };
+                match field {
+                    b"data" => data.push(value),
+                    b"id" => event.id = std::str::from_utf8(value).ok().map(str::to_string),
+                    b"retry" => {
+                        event.retry = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok())
+                    }
+                    _ => {}
+                }
+            }
+            event.data = data.join(&b'\n');
+            // An event with nothing in it still carries its id and retry hint (priming events).
+            if !event.data.is_empty() || event.id.is_some() || event.retry.is_some() {
+                out.push(event);
+            }
+        }
+        if self.buf.len() > self.max {
+            return Err(ForwardError::Oversize);
+        }
+        Ok(out)
+    }
+}
+
+impl HttpInner {
+    /// One request whose answer is read as a stream of messages: a JSON body is one message, an
+    /// SSE body one message per event, read by a task until the stream ends, the receiver is
+    /// dropped, or (with a deadline) nothing arrives for `request_ms`. Returns the status and the
+    /// session id header.
+    async fn stream(
+        self: &std::sync::Arc<Self>,
+        method: Method,
+        body: Option<&[u8]>,
+        headers: Vec<(&'static str, String)>,
+        deadline: Option<Instant>,
+    ) -> Result<(u16, Option<String>, Events), ForwardError> {
+        let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
+        let head_by = deadline.unwrap_or_else(|| {
+            Instant::now() + Duration::from_millis(self.deadlines.request_ms)
+        });
+        let mut sender = self.connection(&target, head_by).await?;
+        let mut req = Request::builder()
+            .method(method)
+            .uri(&target.path)
+            .header("host", &target.authority);
+        if body.is_some() {
+            req = req
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+        } else {
+            req = req.header("accept", "text/event-stream");
+        }
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let req = req
+            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+            .map_err(|_| ForwardError::Unreachable)?;
+        let resp = tokio::time::timeout_at(head_by, sender.send_request(req))
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable)?;
+        let status = resp.status().as_u16();
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut body = resp.into_body();
+        let max = self.deadlines.max_response;
+        let idle = Duration::from_millis(self.deadlines.request_ms);
+        if !sse {
+            let read = async {
+                let mut out = Vec::new();
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|_| ForwardError::Unreachable)?;
+                    if let Ok(data) = frame.into_data() {
+                        out.extend_from_slice(&data);
+                        if out.len() > max {
+                            return Err(ForwardError::Oversize);
+                        }
+                    }
+                }
+                Ok(out)
+            };
+            let out = tokio::time::timeout_at(head_by, read)
+                .await
+                .map_err(|_| ForwardError::Timeout)??;
+            if let Ok(mut idle) = self.idle.lock() {
+                if idle.len() < MAX_IDLE {
+                    idle.push(sender);
+                }
+            }
+            if !out.is_empty() {
+                let _ = tx.try_send(Ok(Event {
+                    data: out,
+                    ..Event::default()
+                }));
+            }
+            return Ok((status, session, rx));
+        }
+        tokio::spawn(async move {
+            // The connection goes with the stream.
+            let _sender = sender;
+            let mut reader = SseReader {
+                buf: Vec::new(),
+                max,
+            };
+            loop {
+                let wait = async {
+                    match deadline {
+                        Some(_) => tokio::time::timeout(idle, body.frame()).await,
+                        None => Ok(body.frame().await),
+                    }
+                };
+                let frame = tokio::select! {
+                    _ = tx.closed() => return,
+                    f = wait => f,
+                };
+                let events = match frame {
+                    Err(_) => Err(ForwardError::Timeout),
+                    Ok(None) => return,
+                    Ok(Some(Err(_))) => Err(ForwardError::Unreachable),
+                    Ok(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(data) => reader.push(&data),
+                        Err(_) => Ok(Vec::new()),
+                    },
+                };
+                match events {
+                    Ok(events) => {
+                        for e in events {
+                            if tx.send(Ok(e)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok((status, session, rx))
     }
 }
 

@@ -96,17 +96,9 @@ impl Forwarder for RecordingForwarder {
 
 /// The witness policy: deny the canary, allow echo and add, deny everything else.
 pub fn witness_policy() -> RuleEngine {
-    let mut rules = vec![Rule {
-        effect: Effect::Deny,
-        server: "*".into(),
-        tool: DENIED.into(),
-    }];
+    let mut rules = vec![Rule::tool(Effect::Deny, "*", DENIED)];
     for t in ALLOWED {
-        rules.push(Rule {
-            effect: Effect::Allow,
-            server: SERVER.into(),
-            tool: t.into(),
-        });
+        rules.push(Rule::tool(Effect::Allow, SERVER, t));
     }
     RuleEngine { rules }
 }

@@ -19,4 +19,5 @@ pub mod front;
 pub mod fuzzing;
 pub mod policy;
 pub mod proxy;
+pub mod relay;
 pub mod trace;

@@ -34,9 +34,38 @@ pub enum Decision {
 #[error("policy engine failure: {0}")]
 pub struct EngineError(pub String);
 
+/// What an action other than a tool call is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// A resource, by its normalized URI (read, subscribe, listing) or URI template (listing).
+    Resource,
+    /// A prompt, by name (get, listing, completion).
+    Prompt,
+    /// Any other client method, by name (`logging/setLevel`, `completion/complete`, ...), and
+    /// client notifications the gate does not handle itself.
+    Method,
+    /// A request the server sends the client (`sampling/createMessage`, `elicitation/create`,
+    /// `roots/list`), by method.
+    ServerRequest,
+}
+
+/// An action other than a tool call, for [`Engine::decide_action`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    pub kind: ActionKind,
+    /// The URI, name or method the action is about.
+    pub subject: String,
+}
+
 /// A policy engine.
 pub trait Engine: Send + Sync + 'static {
     fn decide(&self, request: &AgentActionRequest) -> Result<Decision, EngineError>;
+
+    /// Everything that is not a tool call: resources, prompts, other methods, server-to-client
+    /// requests. The default denies, so an engine that knows only tools lets nothing else pass.
+    fn decide_action(&self, _server_id: &str, _action: &Action) -> Result<Decision, EngineError> {
+        Ok(Decision::Deny)
+    }
 
     /// Whether `tool` on `server_id` may be listed to clients (`tools/list` filtering). The
     /// default lists nothing; listing never grants a call, which is decided on its own.
@@ -60,18 +89,94 @@ pub enum Effect {
     Deny,
 }
 
-/// One rule: an effect for a server id and a tool name (`*` matches any).
+/// One rule: an effect for a server id and exactly one subject — a tool name, a resource URI, a
+/// prompt name, a method, or a server-to-client request method. Patterns may use `*` for any
+/// run of characters. A `deny` pattern matches ignoring ASCII case (a downstream may fold case
+/// where the gate does not); an `allow` pattern matches exactly.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub effect: Effect,
     #[serde(default = "any")]
     pub server: String,
-    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_request: Option<String>,
+}
+
+impl Rule {
+    /// A rule about a tool (the only kind before resources and prompts were policed).
+    pub fn tool(effect: Effect, server: &str, tool: &str) -> Rule {
+        Rule {
+            effect,
+            server: server.into(),
+            tool: Some(tool.into()),
+            resource: None,
+            prompt: None,
+            method: None,
+            server_request: None,
+        }
+    }
+
+    /// The rule's subject pattern for `kind` (`None` for a tool rule), or for a tool.
+    fn subject(&self, kind: Option<ActionKind>) -> Option<&str> {
+        match kind {
+            None => self.tool.as_deref(),
+            Some(ActionKind::Resource) => self.resource.as_deref(),
+            Some(ActionKind::Prompt) => self.prompt.as_deref(),
+            Some(ActionKind::Method) => self.method.as_deref(),
+            Some(ActionKind::ServerRequest) => self.server_request.as_deref(),
+        }
+    }
+
+    fn subjects(&self) -> usize {
+        [
+            &self.tool,
+            &self.resource,
+            &self.prompt,
+            &self.method,
+            &self.server_request,
+        ]
+        .iter()
+        .filter(|s| s.is_some())
+        .count()
+    }
 }
 
 fn any() -> String {
     "*".into()
+}
+
+/// `*` matches any run of characters (none included); everything else itself, or, with `fold`,
+/// itself ignoring ASCII case.
+pub fn glob(pattern: &str, text: &str, fold: bool) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let eq = |a: u8, b: u8| if fold { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && eq(p[pi], t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == b'*')
 }
 
 /// Default deny; a matching `deny` rule beats any `allow`.
@@ -81,21 +186,33 @@ pub struct RuleEngine {
     pub rules: Vec<Rule>,
 }
 
+/// A rule without exactly one subject.
+#[derive(Debug, thiserror::Error)]
+#[error("policy rule {0} must name exactly one of tool, resource, prompt, method, server_request")]
+pub struct RuleError(pub usize);
+
 impl RuleEngine {
-    fn matching(&self, server: &str, tool: &str) -> impl Iterator<Item = &Rule> {
-        let server = server.to_string();
-        let tool = tool.to_string();
-        self.rules.iter().filter(move |r| {
-            (r.server == "*" || r.server == server) && (r.tool == "*" || r.tool == tool)
-        })
+    /// Every rule names exactly one subject.
+    pub fn validate(&self) -> Result<(), RuleError> {
+        match self.rules.iter().position(|r| r.subjects() != 1) {
+            Some(i) => Err(RuleError(i)),
+            None => Ok(()),
+        }
     }
 
-    fn allows(&self, server: &str, tool: &str) -> bool {
+    fn allows(&self, server: &str, kind: Option<ActionKind>, subject: &str) -> bool {
         let mut allowed = false;
-        for r in self.matching(server, tool) {
+        for r in &self.rules {
+            if !(r.server == "*" || r.server == server) {
+                continue;
+            }
+            let Some(pattern) = r.subject(kind) else {
+                continue;
+            };
             match r.effect {
-                Effect::Deny => return false,
-                Effect::Allow => allowed = true,
+                Effect::Deny if glob(pattern, subject, true) => return false,
+                Effect::Allow if glob(pattern, subject, false) => allowed = true,
+                _ => {}
             }
         }
         allowed
@@ -104,15 +221,25 @@ impl RuleEngine {
 
 impl Engine for RuleEngine {
     fn decide(&self, request: &AgentActionRequest) -> Result<Decision, EngineError> {
-        Ok(if self.allows(&request.server_id, &request.tool) {
+        Ok(if self.allows(&request.server_id, None, &request.tool) {
             Decision::Allow
         } else {
             Decision::Deny
         })
     }
 
+    fn decide_action(&self, server_id: &str, action: &Action) -> Result<Decision, EngineError> {
+        Ok(
+            if self.allows(server_id, Some(action.kind), &action.subject) {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            },
+        )
+    }
+
     fn visible(&self, server_id: &str, tool: &str) -> bool {
-        self.allows(server_id, tool)
+        self.allows(server_id, None, tool)
     }
 
     /// A scan of the configured rules: bounded, no I/O.
@@ -141,20 +268,52 @@ mod tests {
     fn default_deny_and_deny_wins() {
         let e = RuleEngine {
             rules: vec![
-                Rule {
-                    effect: Effect::Allow,
-                    server: "*".into(),
-                    tool: "*".into(),
-                },
-                Rule {
-                    effect: Effect::Deny,
-                    server: "witness".into(),
-                    tool: "delete_everything".into(),
-                },
+                Rule::tool(Effect::Allow, "*", "*"),
+                Rule::tool(Effect::Deny, "witness", "delete_everything"),
             ],
         };
         assert_eq!(ask(&e, "echo"), Decision::Allow);
         assert_eq!(ask(&e, "delete_everything"), Decision::Deny);
         assert_eq!(ask(&RuleEngine::default(), "echo"), Decision::Deny);
+        // A deny pattern folds case; an allow pattern does not.
+        assert_eq!(ask(&e, "DELETE_everything"), Decision::Deny);
+    }
+
+    #[test]
+    fn resources_prompts_and_methods_are_their_own_subjects() {
+        let mut e: RuleEngine = serde_json::from_str(
+            r#"{"rules":[{"effect":"allow","resource":"test://*"},
+                        {"effect":"deny","resource":"test://secret/*"},
+                        {"effect":"allow","prompt":"greet"},
+                        {"effect":"allow","method":"logging/setLevel"}]}"#,
+        )
+        .unwrap();
+        e.validate().unwrap();
+        let ask = |kind, subject: &str| {
+            let a = Action {
+                kind,
+                subject: subject.into(),
+            };
+            e.decide_action("s", &a).unwrap()
+        };
+        assert_eq!(ask(ActionKind::Resource, "test://static-text"), Decision::Allow);
+        assert_eq!(ask(ActionKind::Resource, "test://SECRET/key"), Decision::Deny);
+        assert_eq!(ask(ActionKind::Resource, "file:///etc/passwd"), Decision::Deny);
+        assert_eq!(ask(ActionKind::Prompt, "greet"), Decision::Allow);
+        assert_eq!(ask(ActionKind::Prompt, "test://static-text"), Decision::Deny);
+        assert_eq!(ask(ActionKind::Method, "logging/setLevel"), Decision::Allow);
+        assert_eq!(ask(ActionKind::ServerRequest, "sampling/createMessage"), Decision::Deny);
+        // A tool rule says nothing about resources, and no rule may name two subjects.
+        e.rules.push(Rule::tool(Effect::Allow, "*", "*"));
+        assert_eq!(ask(ActionKind::Method, "tools/call"), Decision::Deny);
+        e.rules[0].prompt = Some("*".into());
+        assert!(e.validate().is_err());
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("*", "", false) && glob("a*c", "abbc", false) && glob("a*", "a", false));
+        assert!(!glob("a*c", "abd", false) && !glob("abc", "ABC", false) && glob("abc", "ABC", true));
+        assert!(glob("*b*", "aaabaaa", false) && !glob("*b*", "aaaa", false));
     }
 }

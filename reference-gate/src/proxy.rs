@@ -1,11 +1,12 @@
 //! The transport-neutral coordinator: one raw message in; canonicalize first, decide exactly once,
 //! forward only canonical bytes; answer from a fixed vocabulary.
 
-use crate::canonical::{self, Canonical, Id, Limits, Message};
+use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
 use crate::config::ErrorCodes;
 use crate::era::{self, Claim};
-use crate::forward::Forwarder;
-use crate::policy::{AgentActionRequest, Decision, Engine};
+use crate::forward::{Event, Forwarder};
+use crate::policy::{Action, ActionKind, AgentActionRequest, Decision, Engine};
+use crate::relay::{self, RelayCtx, Relayed, Session, Step};
 use crate::trace::{Trace, Tracer};
 use std::fmt;
 use std::sync::Arc;
@@ -64,6 +65,26 @@ pub struct ProxyResult {
     pub modern: bool,
 }
 
+/// What a front sends back for one message.
+pub enum Answer {
+    /// One message, or none.
+    Done(ProxyResult),
+    /// Messages as the downstream sends them, the answer last (over HTTP an SSE stream). The
+    /// result carries no bytes.
+    Stream(ProxyResult, tokio::sync::mpsc::Receiver<Relayed>),
+}
+
+/// Why a client's message that is not a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("not a response to a request this session was sent")]
+    UnknownResponse,
+    #[error("no such event to resume after")]
+    UnknownEvent,
+    #[error("the downstream failed")]
+    Downstream,
+}
+
 impl ProxyResult {
     /// The answer to send, if any (a copy).
     pub fn response_bytes(&self) -> Option<Vec<u8>> {
@@ -112,6 +133,13 @@ pub struct Faults {
     pub no_size_limit: bool,
     /// HTTP front: modern requests' headers are not compared with their bodies.
     pub skip_binding: bool,
+    /// Resource rules are matched against the URI as the client spelled it, and that spelling
+    /// is forwarded (no normalization).
+    pub raw_uri_match: bool,
+    /// Server-to-client requests are relayed whatever the policy says.
+    pub relay_server_requests: bool,
+    /// A client's response is forwarded under whatever id it names, outstanding or not.
+    pub any_response_id: bool,
 }
 
 /// The gate's coordinator.
@@ -128,15 +156,7 @@ pub struct Proxy {
     faults: Faults,
 }
 
-fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> {
-    let id = id.map_or_else(|| b"null".to_vec(), Id::to_canonical);
-    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
-    out.extend_from_slice(&id);
-    out.extend_from_slice(
-        format!(r#","error":{{"code":{code},"message":"{message}"}}}}"#).as_bytes(),
-    );
-    out
-}
+use relay::error_bytes;
 
 fn result_bytes(id: &Id, result: &str) -> Vec<u8> {
     let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
@@ -148,7 +168,7 @@ fn result_bytes(id: &Id, result: &str) -> Vec<u8> {
 /// Fixed messages: nothing else ever reaches a client.
 const MSG_MALFORMED: &str = "Invalid Request";
 const MSG_DENIED: &str = "Request denied by policy";
-const MSG_DOWNSTREAM: &str = "Downstream server failed";
+use relay::MSG_DOWNSTREAM;
 const MSG_NO_METHOD: &str = "Method not found";
 const MSG_HEADER_MISMATCH: &str = "Header mismatch";
 const MSG_UNSUPPORTED: &str = "Unsupported protocol version";
@@ -300,6 +320,14 @@ impl Proxy {
         })
     }
 
+    /// Whether `raw` is a well-formed response (a client answering a server request).
+    pub fn is_reply(&self, raw: &[u8]) -> bool {
+        matches!(
+            canonical::parse_incoming(raw, &self.limits),
+            Ok(canonical::Incoming::Reply(_))
+        )
+    }
+
     /// The answer to a message that is not canonical.
     pub fn malformed(&self) -> ProxyResult {
         ProxyResult {
@@ -328,6 +356,7 @@ impl Proxy {
     }
 
     /// Handle a message already canonicalized by [`Proxy::parse`]; `raw` is what it came from.
+    /// Outside a client session: what the downstream sends before its answer is not relayed.
     pub async fn handle_parsed(
         &self,
         server_id: &str,
@@ -335,6 +364,31 @@ impl Proxy {
         c: &Canonical,
         credentials: &Credentials,
     ) -> ProxyResult {
+        match self.handle_in(server_id, None, raw, c, credentials).await {
+            Answer::Done(r) => r,
+            Answer::Stream(mut r, mut rx) => {
+                let mut last = None;
+                while let Some(m) = rx.recv().await {
+                    if !m.bytes.is_empty() {
+                        last = Some(m.bytes);
+                    }
+                }
+                r.bytes = last;
+                r
+            }
+        }
+    }
+
+    /// Handle a message in a client session (or none): canonicalized by [`Proxy::parse`], `raw`
+    /// is what it came from.
+    pub async fn handle_in(
+        &self,
+        server_id: &str,
+        session: Option<&Arc<Session>>,
+        raw: &[u8],
+        c: &Canonical,
+        credentials: &Credentials,
+    ) -> Answer {
         let decision = decision_id();
         // The era is the message's own claim; a modern claim must be a version the gate
         // speaks, with the client's capabilities, before anything else happens.
@@ -353,7 +407,7 @@ impl Proxy {
             modern,
         };
         let id = c.message().id();
-        let refuse = |bytes: Vec<u8>| done(id.map(|_| bytes), Handled::Refused);
+        let refuse = |bytes: Vec<u8>| Answer::Done(done(id.map(|_| bytes), Handled::Refused));
         match &claim {
             Claim::Legacy => {}
             Claim::Malformed => {
@@ -369,14 +423,51 @@ impl Proxy {
             }
         }
         let (id, method) = match c.message() {
-            Message::Notification { .. } => return done(None, Handled::Accepted),
+            Message::Notification { method, .. } => {
+                self.notify(server_id, session, c, method).await;
+                return Answer::Done(done(None, Handled::Accepted));
+            }
             Message::Request { id, method, .. } => (id, method.as_str()),
         };
+        let ctx = RelayCtx {
+            engine: self.engine.clone(),
+            server_id: server_id.to_string(),
+            limits: self.downstream_limits(),
+            codes,
+            session: session.cloned(),
+            request: Some((id.clone(), method.to_string())),
+            modern,
+            verbatim: self.faults.relay_downstream_verbatim,
+            relay_any_request: self.faults.relay_server_requests,
+        };
+        let allows = |kind: ActionKind, subject: &str| {
+            let action = Action {
+                kind,
+                subject: subject.to_string(),
+            };
+            matches!(
+                self.engine.decide_action(server_id, &action),
+                Ok(Decision::Allow)
+            )
+        };
+        let denied = || {
+            Answer::Done(done(
+                Some(error_bytes(Some(id), codes.denied, MSG_DENIED)),
+                Handled::Denied,
+            ))
+        };
+        let bad_params = || {
+            Answer::Done(done(
+                Some(error_bytes(Some(id), -32602, MSG_BAD_META)),
+                Handled::Malformed,
+            ))
+        };
+        let forward = |bytes: Vec<u8>| self.forward(ctx.clone(), bytes, decision.clone());
         let unknown = || {
-            done(
+            Answer::Done(done(
                 Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
                 Handled::UnknownMethod,
-            )
+            ))
         };
         match method {
             "initialize" if modern => unknown(),
@@ -391,10 +482,10 @@ impl Proxy {
                     _ => None,
                 };
                 let Some(requested) = requested else {
-                    return done(
+                    return Answer::Done(done(
                         Some(error_bytes(Some(id), -32602, "Invalid params")),
                         Handled::Local,
-                    );
+                    ));
                 };
                 let newest_legacy = self
                     .versions
@@ -404,10 +495,10 @@ impl Proxy {
                     .cloned();
                 let Some(newest_legacy) = newest_legacy else {
                     // A modern-only gate names what it speaks to a legacy client.
-                    return done(
+                    return Answer::Done(done(
                         Some(self.unsupported(Some(id), Some(&requested))),
                         Handled::Refused,
-                    );
+                    ));
                 };
                 let version = if self.speaks_legacy(&requested) {
                     requested
@@ -420,7 +511,7 @@ impl Proxy {
                 );
                 let mut r = done(Some(result_bytes(id, &result)), Handled::Local);
                 r.negotiated = Some(version);
-                r
+                Answer::Done(r)
             }
             "server/discover" if modern => {
                 let result = serde_json::json!({
@@ -431,91 +522,423 @@ impl Proxy {
                     "_meta": {"io.modelcontextprotocol/serverInfo":
                         {"name": "reference-gate", "version": env!("CARGO_PKG_VERSION")}}
                 });
-                done(Some(result_bytes(id, &result.to_string())), Handled::Local)
+                Answer::Done(done(
+                    Some(result_bytes(id, &result.to_string())),
+                    Handled::Local,
+                ))
             }
             // 2026-07-28 removed `ping` along with the handshake.
             "ping" if modern => unknown(),
-            "ping" => done(Some(result_bytes(id, "{}")), Handled::Local),
-            "tools/list" => {
-                self.tools_list(server_id, c, id, codes, modern, &done)
-                    .await
-            }
+            "ping" => Answer::Done(done(Some(result_bytes(id, "{}")), Handled::Local)),
             "tools/call" => {
-                let mut r = self
-                    .tools_call(server_id, raw, c, credentials, &decision, codes)
+                let mut a = self
+                    .tools_call(ctx.clone(), raw, c, credentials, &decision)
                     .await;
-                r.modern = modern;
-                r
+                match &mut a {
+                    Answer::Done(r) | Answer::Stream(r, _) => r.modern = modern,
+                }
+                a
+            }
+            // Lists: forwarded, and filtered by the same rules that decide a use.
+            "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+                forward(c.forwarding_bytes().to_vec()).await
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                // One spelling of the URI is judged, and that spelling is what goes downstream.
+                let Some(uri) = c.message().param("uri").and_then(Json::as_str) else {
+                    return bad_params();
+                };
+                let Some(uri) = relay::normalize_uri(uri) else {
+                    return bad_params();
+                };
+                if !self.faults.raw_uri_match && !allows(ActionKind::Resource, &uri) {
+                    return denied();
+                }
+                if self.faults.raw_uri_match {
+                    let raw_uri = c.message().param("uri").and_then(Json::as_str).unwrap_or("");
+                    if !allows(ActionKind::Resource, raw_uri) {
+                        return denied();
+                    }
+                    return forward(c.forwarding_bytes().to_vec()).await;
+                }
+                let params = c.message().params().map(Vec::as_slice).unwrap_or(&[]);
+                let params = relay::replace_param(params, "uri", Json::String(uri));
+                let bytes = Canonical::new(Message::Request {
+                    id: id.clone(),
+                    method: method.to_string(),
+                    params: Some(params),
+                });
+                forward(bytes.forwarding_bytes().to_vec()).await
+            }
+            "prompts/get" => match c.message().param("name").and_then(Json::as_str) {
+                Some(name) if allows(ActionKind::Prompt, name) => {
+                    forward(c.forwarding_bytes().to_vec()).await
+                }
+                Some(_) => denied(),
+                None => bad_params(),
+            },
+            "completion/complete" => {
+                // Completing reveals what a prompt or resource takes: the same rule as using it.
+                let r = c.message().param("ref");
+                let kind = r.and_then(|r| r.get("type")).and_then(Json::as_str);
+                let subject = match kind {
+                    Some("ref/prompt") => r
+                        .and_then(|r| r.get("name"))
+                        .and_then(Json::as_str)
+                        .map(|n| (ActionKind::Prompt, n.to_string())),
+                    Some("ref/resource") => r
+                        .and_then(|r| r.get("uri"))
+                        .and_then(Json::as_str)
+                        .map(|u| (ActionKind::Resource, u.to_string())),
+                    _ => None,
+                };
+                match subject {
+                    Some((k, s)) if allows(k, &s) && allows(ActionKind::Method, method) => {
+                        forward(c.forwarding_bytes().to_vec()).await
+                    }
+                    Some(_) => denied(),
+                    None => bad_params(),
+                }
+            }
+            // Any other method (logging/setLevel, tasks, extensions): only when a rule allows
+            // it by name; else it does not exist here (GATE-METH-01).
+            other if allows(ActionKind::Method, other) => {
+                forward(c.forwarding_bytes().to_vec()).await
             }
             _ => unknown(),
         }
     }
 
-    async fn tools_list(
-        &self,
-        server_id: &str,
-        c: &Canonical,
-        id: &Id,
-        codes: ErrorCodes,
-        modern: bool,
-        done: impl Fn(Option<Vec<u8>>, Handled) -> ProxyResult,
-    ) -> ProxyResult {
-        let failed = || {
-            done(
-                Some(error_bytes(Some(id), codes.downstream, MSG_DOWNSTREAM)),
-                Handled::DownstreamFailed,
-            )
-        };
-        let Ok(answer) = self
-            .forwarder
-            .forward(server_id, c.forwarding_bytes(), true)
-            .await
-        else {
-            return failed();
-        };
-        let Some(serde_json::Value::Object(result)) =
-            valid_answer(&answer, id).and_then(|v| v.get("result").cloned())
-        else {
-            return failed();
-        };
-        let tools: Vec<serde_json::Value> = result
-            .get("tools")
-            .and_then(|t| t.as_array())
-            .map(|t| {
-                t.iter()
-                    .filter(|tool| {
-                        tool.get("name")
-                            .and_then(|n| n.as_str())
-                            .is_some_and(|n| self.engine.visible(server_id, n))
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut result = serde_json::json!({ "tools": tools });
-        if modern {
-            result["resultType"] = serde_json::Value::String("complete".into());
+    /// The bounds for what a downstream sends: the client limits, with the response bound.
+    fn downstream_limits(&self) -> Limits {
+        Limits {
+            max_bytes: self.limits.max_bytes.max(1024 * 1024),
+            max_string: self.limits.max_string.max(1024 * 1024),
+            ..self.limits
         }
-        let result = result.to_string();
-        done(Some(result_bytes(id, &result)), Handled::Forwarded)
     }
 
-    /// A `tools/call` request (`c` holds a request, so it has an id).
-    async fn tools_call(
+    /// A client notification: in a session with its own downstream, the ones that concern it
+    /// (cancellation, progress, roots changed) and any a rule allows go on; the rest, and
+    /// everything outside such a session, stop here.
+    async fn notify(
+        &self,
+        server_id: &str,
+        session: Option<&Arc<Session>>,
+        c: &Canonical,
+        method: &str,
+    ) {
+        let Some(downstream) = session.and_then(|s| s.downstream()) else {
+            return;
+        };
+        let allowed = match method {
+            "notifications/initialized" => false,
+            "notifications/cancelled" | "notifications/progress" => true,
+            "notifications/roots/list_changed" => {
+                let action = Action {
+                    kind: ActionKind::ServerRequest,
+                    subject: "roots/list".into(),
+                };
+                matches!(
+                    self.engine.decide_action(server_id, &action),
+                    Ok(Decision::Allow)
+                )
+            }
+            other => {
+                let action = Action {
+                    kind: ActionKind::Method,
+                    subject: other.to_string(),
+                };
+                matches!(
+                    self.engine.decide_action(server_id, &action),
+                    Ok(Decision::Allow)
+                )
+            }
+        };
+        if allowed {
+            if let Ok(mut rx) = downstream.send(c.forwarding_bytes(), false).await {
+                while rx.recv().await.is_some() {}
+            }
+        }
+    }
+
+    /// Forward a decided request and relay what comes back: one answer, or, when the
+    /// downstream sends anything before it, a stream.
+    async fn forward(&self, ctx: RelayCtx, bytes: Vec<u8>, decision: String) -> Answer {
+        let modern = ctx.modern;
+        let result = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
+            bytes,
+            handled,
+            decision_id: decision.clone(),
+            negotiated: None,
+            modern,
+        };
+        let failed = ctx.failed().bytes;
+        let downstream = ctx.session.as_ref().and_then(|s| s.downstream().cloned());
+        let mut events = match downstream {
+            Some(d) => match d.send(&bytes, true).await {
+                Ok(events) => events,
+                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
+            },
+            None => match self.forwarder.forward(&ctx.server_id, &bytes, true).await {
+                Ok(answer) => {
+                    let (tx, rx) = tokio::sync::mpsc::channel(1);
+                    let _ = tx.try_send(Ok(Event {
+                        data: answer,
+                        ..Event::default()
+                    }));
+                    rx
+                }
+                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
+            },
+        };
+        loop {
+            let Some(Ok(event)) = events.recv().await else {
+                return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
+            };
+            match ctx.step(event) {
+                Step::Drop => continue,
+                Step::Final(r) => {
+                    let handled = if r.bytes == failed {
+                        Handled::DownstreamFailed
+                    } else {
+                        Handled::Forwarded
+                    };
+                    return Answer::Done(result(Some(r.bytes), handled));
+                }
+                Step::Relay(first) => {
+                    if let (Some(s), Some((id, method))) = (&ctx.session, &ctx.request) {
+                        s.add_pending(id, method);
+                    }
+                    let (tx, rx) = tokio::sync::mpsc::channel(16);
+                    let _ = tx.try_send(first);
+                    tokio::spawn(relay::pump(ctx, events, tx));
+                    return Answer::Stream(result(None, Handled::Forwarded), rx);
+                }
+            }
+        }
+    }
+
+    /// A client's `initialize` in a front that keeps sessions: the session, with its own
+    /// downstream session when the forwarder keeps one per client (the client's version, and
+    /// only the client capabilities the policy lets the server use), else answered here.
+    pub async fn open_session(
         &self,
         server_id: &str,
         raw: &[u8],
         c: &Canonical,
         credentials: &Credentials,
-        decision: &str,
-        codes: ErrorCodes,
-    ) -> ProxyResult {
-        let result = |bytes: Vec<u8>, handled: Handled| ProxyResult {
-            bytes: Some(bytes),
-            handled,
-            decision_id: decision.to_string(),
+    ) -> (ProxyResult, Option<Arc<Session>>) {
+        let (Message::Request { id, params, .. }, Claim::Legacy) = (c.message(), era::claim(c))
+        else {
+            return self.open_locally(server_id, raw, c, credentials).await;
+        };
+        let requested = c.message().param("protocolVersion").and_then(Json::as_str);
+        let Some(requested) = requested.filter(|v| self.speaks_legacy(v)) else {
+            return self.open_locally(server_id, raw, c, credentials).await;
+        };
+        let allows = |method: &str| {
+            let action = Action {
+                kind: ActionKind::ServerRequest,
+                subject: method.to_string(),
+            };
+            matches!(
+                self.engine.decide_action(server_id, &action),
+                Ok(Decision::Allow)
+            )
+        };
+        let client_caps = c.message().param("capabilities");
+        let mut caps = Vec::new();
+        for (cap, method) in [
+            ("sampling", "sampling/createMessage"),
+            ("elicitation", "elicitation/create"),
+            ("roots", "roots/list"),
+        ] {
+            if let Some(v @ Json::Object(_)) = client_caps.and_then(|c| c.get(cap)) {
+                if allows(method) {
+                    caps.push((cap.to_string(), v.clone()));
+                }
+            }
+        }
+        let client_info = match c.message().param("clientInfo") {
+            Some(v @ Json::Object(_)) => v.clone(),
+            _ => Json::Object(vec![
+                ("name".into(), Json::String("reference-gate".into())),
+                ("version".into(), Json::String(env!("CARGO_PKG_VERSION").into())),
+            ]),
+        };
+        let _ = params;
+        let init = Canonical::new(Message::Request {
+            id: id.clone(),
+            method: "initialize".into(),
+            params: Some(vec![
+                ("protocolVersion".into(), Json::String(requested.to_string())),
+                ("capabilities".into(), Json::Object(caps)),
+                ("clientInfo".into(), client_info),
+            ]),
+        });
+        let decision = decision_id();
+        let failed = |decision: String| ProxyResult {
+            bytes: Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
+            handled: Handled::DownstreamFailed,
+            decision_id: decision,
             negotiated: None,
             modern: false,
+        };
+        let (downstream, answer) = match self
+            .forwarder
+            .open(server_id, init.forwarding_bytes())
+            .await
+        {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return self.open_locally(server_id, raw, c, credentials).await,
+            Err(_) => return (failed(decision), None),
+        };
+        let reply = match canonical::parse_incoming(&answer, &self.downstream_limits()) {
+            Ok(canonical::Incoming::Reply(r)) if &r.reply().id == id => r,
+            _ => {
+                tokio::spawn(async move { downstream.close().await });
+                return (failed(decision), None);
+            }
+        };
+        let canonical::Outcome::Result(result) = &reply.reply().outcome else {
+            tokio::spawn(async move { downstream.close().await });
+            return (failed(decision), None);
+        };
+        let result = Json::Object(result.clone());
+        let version = result.get("protocolVersion").and_then(Json::as_str);
+        let Some(version) = version.filter(|v| self.speaks_legacy(v)).map(str::to_string) else {
+            tokio::spawn(async move { downstream.close().await });
+            return (failed(decision), None);
+        };
+        // What the server offers, as far as the gate passes it: the capabilities it relays.
+        let mut server_caps = Vec::new();
+        if let Some(Json::Object(offered)) = result.get("capabilities") {
+            for (k, v) in offered {
+                if ["tools", "resources", "prompts", "logging", "completions"].contains(&k.as_str())
+                {
+                    server_caps.push((k.clone(), v.clone()));
+                }
+            }
+        }
+        let mut out = vec![
+            ("protocolVersion".to_string(), Json::String(version.clone())),
+            ("capabilities".to_string(), Json::Object(server_caps)),
+        ];
+        for key in ["serverInfo", "instructions"] {
+            if let Some(v) = result.get(key) {
+                out.push((key.to_string(), v.clone()));
+            }
+        }
+        let answer = canonical::CanonicalReply::new(canonical::Reply {
+            id: id.clone(),
+            outcome: canonical::Outcome::Result(out),
+        });
+        let r = ProxyResult {
+            bytes: Some(answer.forwarding_bytes().to_vec()),
+            handled: Handled::Forwarded,
+            decision_id: decision,
+            negotiated: Some(version),
+            modern: false,
+        };
+        (r, Some(Session::new(Some(downstream))))
+    }
+
+    /// A session without a downstream of its own: `initialize` answered by the gate.
+    async fn open_locally(
+        &self,
+        server_id: &str,
+        raw: &[u8],
+        c: &Canonical,
+        credentials: &Credentials,
+    ) -> (ProxyResult, Option<Arc<Session>>) {
+        let r = self.handle_parsed(server_id, raw, c, credentials).await;
+        let session = r.negotiated.is_some().then(|| Session::new(None));
+        (r, session)
+    }
+
+    /// A client's response to a request the gate relayed to it in this session: forwarded, under
+    /// the downstream's id, as canonical bytes; anything else is refused and goes nowhere.
+    pub async fn client_reply(&self, session: &Session, raw: &[u8]) -> Result<(), Refusal> {
+        let reply = match canonical::parse_incoming(raw, &self.limits) {
+            Ok(canonical::Incoming::Reply(r)) => r,
+            _ => return Err(Refusal::UnknownResponse),
+        };
+        let downstream = session.downstream().ok_or(Refusal::UnknownResponse)?;
+        let original = match session.take_outgoing(&reply.reply().id) {
+            Some(original) => original,
+            // The any-response-id fault: whatever id the client names goes downstream.
+            None if self.faults.any_response_id => reply.reply().id.clone(),
+            None => return Err(Refusal::UnknownResponse),
+        };
+        let bytes = reply.with_id(original);
+        let mut rx = downstream
+            .send(bytes.forwarding_bytes(), false)
+            .await
+            .map_err(|_| Refusal::Downstream)?;
+        while rx.recv().await.is_some() {}
+        Ok(())
+    }
+
+    /// The server's own stream for this session, resuming after an event id the client was
+    /// given; `Ok(None)` when the downstream has none.
+    pub async fn listen(
+        &self,
+        server_id: &str,
+        session: &Arc<Session>,
+        last_event_id: Option<&str>,
+    ) -> Result<Option<tokio::sync::mpsc::Receiver<Relayed>>, Refusal> {
+        let Some(downstream) = session.downstream() else {
+            return Ok(None);
+        };
+        let last = match last_event_id {
+            Some(gate) => Some(
+                session
+                    .downstream_event(gate)
+                    .ok_or(Refusal::UnknownEvent)?,
+            ),
+            None => None,
+        };
+        let events = match downstream.listen(last.as_deref()).await {
+            Ok(Some(events)) => events,
+            Ok(None) => return Ok(None),
+            Err(_) => return Err(Refusal::Downstream),
+        };
+        let ctx = RelayCtx {
+            engine: self.engine.clone(),
+            server_id: server_id.to_string(),
+            limits: self.downstream_limits(),
+            codes: self.codes,
+            session: Some(session.clone()),
+            request: None,
+            modern: false,
+            verbatim: false,
+            relay_any_request: self.faults.relay_server_requests,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(relay::pump(ctx, events, tx));
+        Ok(Some(rx))
+    }
+
+    /// A `tools/call` request (`c` holds a request, so it has an id).
+    async fn tools_call(
+        &self,
+        ctx: RelayCtx,
+        raw: &[u8],
+        c: &Canonical,
+        credentials: &Credentials,
+        decision: &str,
+    ) -> Answer {
+        let server_id = ctx.server_id.as_str();
+        let codes = ctx.codes;
+        let result = |bytes: Vec<u8>, handled: Handled| {
+            Answer::Done(ProxyResult {
+                bytes: Some(bytes),
+                handled,
+                decision_id: decision.to_string(),
+                negotiated: None,
+                modern: false,
+            })
         };
         let Some(id) = c.message().id() else {
             return result(
@@ -573,31 +996,15 @@ impl Proxy {
                 Handled::Denied,
             );
         }
-        let failed = || {
-            result(
-                error_bytes(Some(id), codes.downstream, MSG_DOWNSTREAM),
-                Handled::DownstreamFailed,
-            )
-        };
         let outgoing = if self.faults.forward_raw {
             raw
         } else {
             c.forwarding_bytes()
         };
-        let Ok(answer) = self.forwarder.forward(server_id, outgoing, true).await else {
-            return failed();
-        };
-        if self.faults.relay_downstream_verbatim {
-            return result(answer, Handled::Forwarded);
-        }
-        // Relay only a well-formed success answer for this id; a downstream error is a failure.
-        match valid_answer(&answer, id) {
-            Some(v) if v.get("result").is_some_and(|r| r.is_object()) => {
-                let relayed = serde_json::json!({"jsonrpc": "2.0", "id": id_value(id), "result": v["result"]});
-                result(relayed.to_string().into_bytes(), Handled::Forwarded)
-            }
-            _ => failed(),
-        }
+        // Only a well-formed success answer for this id is relayed; a downstream error is a
+        // failure.
+        self.forward(ctx.clone(), outgoing.to_vec(), decision.to_string())
+            .await
     }
 
     /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
@@ -624,21 +1031,4 @@ impl Proxy {
             _ => (failed, None),
         }
     }
-}
-
-fn id_value(id: &Id) -> serde_json::Value {
-    match id {
-        Id::Str(s) => serde_json::Value::String(s.clone()),
-        Id::Int(i) => serde_json::Value::from(*i),
-    }
-}
-
-/// A downstream answer that is one JSON-RPC response for `id`, with exactly one of result and
-/// error.
-fn valid_answer(bytes: &[u8], id: &Id) -> Option<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let ok = v.get("jsonrpc") == Some(&serde_json::Value::String("2.0".into()))
-        && v.get("id") == Some(&id_value(id))
-        && (v.get("result").is_some() != v.get("error").is_some());
-    ok.then_some(v)
 }

@@ -5,10 +5,11 @@
 
 use crate::canonical::Message;
 use crate::era;
-use crate::proxy::{Credentials, Handled, Proxy};
+use crate::proxy::{Answer as Outcome, Credentials, Handled, Proxy, Refusal};
+use crate::relay::{Relayed, Session};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -23,7 +24,66 @@ pub const PATH: &str = "/mcp";
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
 
-type Answer = Response<Full<Bytes>>;
+type Answer = Response<GateBody>;
+
+/// A response body: all at once, or an SSE stream of relayed messages.
+pub enum GateBody {
+    Full(Option<Bytes>),
+    Stream(tokio::sync::mpsc::Receiver<Relayed>),
+}
+
+impl GateBody {
+    fn empty() -> GateBody {
+        GateBody::Full(None)
+    }
+}
+
+/// One SSE event for a relayed message.
+fn sse_event(r: &Relayed) -> Bytes {
+    let mut out = Vec::with_capacity(r.bytes.len() + 48);
+    if let Some(id) = &r.event_id {
+        out.extend_from_slice(format!("id: {id}\n").as_bytes());
+    }
+    if let Some(retry) = r.retry {
+        out.extend_from_slice(format!("retry: {retry}\n").as_bytes());
+    }
+    if !r.bytes.is_empty() {
+        out.extend_from_slice(b"event: message\n");
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(&r.bytes);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+impl hyper::body::Body for GateBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            GateBody::Full(b) => std::task::Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            GateBody::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|m| m.map(|r| Ok(Frame::data(sse_event(&r))))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, GateBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            GateBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            GateBody::Full(None) => SizeHint::with_exact(0),
+            GateBody::Stream(_) => SizeHint::default(),
+        }
+    }
+}
 
 /// Front settings.
 #[derive(Debug, Clone)]
@@ -40,8 +100,9 @@ pub struct HttpSettings {
 pub struct HttpFront {
     proxy: Arc<Proxy>,
     settings: HttpSettings,
-    /// Client-facing sessions: id -> negotiated version. Never forwarded.
-    sessions: Mutex<HashMap<String, String>>,
+    /// Client-facing sessions: id -> negotiated version and the session's state. Never
+    /// forwarded.
+    sessions: Mutex<HashMap<String, (String, Arc<Session>)>>,
 }
 
 impl HttpFront {
@@ -96,7 +157,7 @@ fn loopback_authority(value: &str, port: u16, scheme: &str) -> bool {
 }
 
 fn json_answer(status: StatusCode, body: Vec<u8>) -> Answer {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let mut r = Response::new(GateBody::Full(Some(Bytes::from(body))));
     *r.status_mut() = status;
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("application/json"));
@@ -122,17 +183,21 @@ impl HttpFront {
         r
     }
 
-    /// The request's session and its negotiated version, or the refusal (400 missing or
-    /// ambiguous, 404 unknown) as status and message.
-    fn session(&self, headers: &HeaderMap) -> Result<(String, String), (StatusCode, &'static str)> {
+    /// The request's session id, its negotiated version and state, or the refusal (400 missing
+    /// or ambiguous, 404 unknown) as status and message.
+    #[allow(clippy::type_complexity)]
+    fn session(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(String, String, Arc<Session>), (StatusCode, &'static str)> {
         let id = match one(headers, SESSION) {
             Ok(Some(id)) => id,
             Ok(None) => return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session")),
             Err(()) => return Err((StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
         };
-        let version = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
-        match version {
-            Some(v) => Ok((id.to_string(), v)),
+        let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        match found {
+            Some((v, state)) => Ok((id.to_string(), v, state)),
             None => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
         }
     }
@@ -228,21 +293,40 @@ async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer 
             if !accepts(headers, "text/event-stream") {
                 return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
             }
-            if let Err((status, msg)) = front.session(headers) {
-                return front.refuse(status, msg);
+            let state = match front.session(headers) {
+                Ok((_, _, state)) => state,
+                Err((status, msg)) => return front.refuse(status, msg),
+            };
+            let last = match one(headers, "last-event-id") {
+                Ok(v) => v,
+                Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
+            };
+            // The server's own stream, relayed message by message when the downstream has one.
+            match front
+                .proxy
+                .listen(&front.settings.server_id, &state, last)
+                .await
+            {
+                Ok(Some(rx)) => sse_answer(rx),
+                Ok(None) => {
+                    let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+                    r.headers_mut()
+                        .insert("allow", HeaderValue::from_static("POST, DELETE"));
+                    r
+                }
+                Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
+                Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown event id"),
             }
-            // The gate opens no server-to-client stream: downstream requests are not relayed.
-            let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-            r.headers_mut()
-                .insert("allow", HeaderValue::from_static("POST, DELETE"));
-            r
         }
         Method::DELETE => match front.session(headers) {
-            Ok((id, _)) => {
+            Ok((id, _, state)) => {
                 if let Ok(mut s) = front.sessions.lock() {
                     s.remove(&id);
                 }
-                let mut r = Response::new(Full::new(Bytes::new()));
+                if let Some(downstream) = state.downstream().cloned() {
+                    tokio::spawn(async move { downstream.close().await });
+                }
+                let mut r = Response::new(GateBody::empty());
                 *r.status_mut() = StatusCode::OK;
                 r
             }
@@ -298,6 +382,23 @@ async fn post(
     }
     let canonical = match front.proxy.parse(&raw) {
         Ok(c) => c,
+        Err(_) if front.proxy.is_reply(&raw) => {
+            // A client's answer to a request the gate relayed to it: only in its session, only
+            // for an id that session was given and has not answered.
+            let state = match front.session(headers) {
+                Ok((_, _, state)) => state,
+                Err((status, msg)) => return front.refuse(status, msg),
+            };
+            return match front.proxy.client_reply(&state, &raw).await {
+                Ok(()) => {
+                    let mut r = Response::new(GateBody::empty());
+                    *r.status_mut() = StatusCode::ACCEPTED;
+                    r
+                }
+                Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
+                Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown response"),
+            };
+        }
         Err(_) => {
             let r = front.proxy.malformed();
             return json_answer(
@@ -322,6 +423,7 @@ async fn post(
     let is_initialize = !modern
         && canonical.message().method() == "initialize"
         && matches!(canonical.message(), Message::Request { .. });
+    let mut session = None;
     if let Some(binding) = admission {
         if binding.is_err() && !faults.skip_binding {
             let r = front.proxy.header_mismatch(&canonical);
@@ -338,24 +440,39 @@ async fn post(
             );
         }
     } else {
-        let negotiated = match front.session(headers) {
-            Ok((_, v)) => v,
+        let (negotiated, state) = match front.session(headers) {
+            Ok((_, v, state)) => (v, state),
             Err((status, msg)) => return front.refuse(status, msg),
         };
         match header_version {
             None => {}
-            Some(v) if v == negotiated && front.proxy.speaks_legacy(v) => {}
+            Some(v) if era::session_accepts_header(&negotiated, v) => {}
             _ => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
         }
+        session = Some(state);
     }
-    let result = front
-        .proxy
-        .handle_parsed(&front.settings.server_id, &raw, &canonical, credentials)
-        .await;
+    let server_id = &front.settings.server_id;
+    let (outcome, opened) = if is_initialize {
+        let (r, state) = front
+            .proxy
+            .open_session(server_id, &raw, &canonical, credentials)
+            .await;
+        (Outcome::Done(r), state)
+    } else {
+        let outcome = front
+            .proxy
+            .handle_in(server_id, session.as_ref(), &raw, &canonical, credentials)
+            .await;
+        (outcome, None)
+    };
+    let result = match outcome {
+        Outcome::Done(r) => r,
+        Outcome::Stream(_, rx) => return sse_answer(rx),
+    };
     let mut answer = match (result.handled, result.response_bytes()) {
         (Handled::Refused, None) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
         (Handled::Accepted, _) | (_, None) => {
-            let mut r = Response::new(Full::new(Bytes::new()));
+            let mut r = Response::new(GateBody::empty());
             *r.status_mut() = StatusCode::ACCEPTED;
             r
         }
@@ -363,16 +480,39 @@ async fn post(
         (Handled::UnknownMethod, Some(b)) if result.modern => json_answer(StatusCode::NOT_FOUND, b),
         (_, Some(b)) => json_answer(StatusCode::OK, b),
     };
-    if let Some(version) = result.negotiated.filter(|_| is_initialize) {
+    if let (Some(version), Some(state)) = (result.negotiated.filter(|_| is_initialize), opened) {
         let id = session_id();
         if let Ok(mut s) = front.sessions.lock() {
-            s.insert(id.clone(), version);
+            if s.len() >= MAX_SESSIONS {
+                // The oldest is unknown here; any one goes (its client starts over with 404).
+                if let Some(k) = s.keys().next().cloned() {
+                    if let Some((_, old)) = s.remove(&k) {
+                        if let Some(d) = old.downstream().cloned() {
+                            tokio::spawn(async move { d.close().await });
+                        }
+                    }
+                }
+            }
+            s.insert(id.clone(), (version, state));
         }
         if let Ok(v) = HeaderValue::from_str(&id) {
             answer.headers_mut().insert(SESSION, v);
         }
     }
     answer
+}
+
+/// Most client sessions kept at once.
+const MAX_SESSIONS: usize = 10_000;
+
+/// A 200 SSE answer relaying `rx`.
+fn sse_answer(rx: tokio::sync::mpsc::Receiver<Relayed>) -> Answer {
+    let mut r = Response::new(GateBody::Stream(rx));
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("text/event-stream"));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
+    r
 }
 
 enum BodyError {
