@@ -343,16 +343,17 @@ fn a_downstream_that_never_accepts_is_answered_within_the_deadline() {
         c["deadlines"]["connect_ms"] = 300.into();
         c["deadlines"]["request_ms"] = 500.into();
     });
-    // initialize is answered by the gate itself; the call needs the downstream.
-    let (_, out) = initialize(gate.addr);
-    let session = out
-        .lines()
-        .find_map(|l| l.strip_prefix("mcp-session-id: "))
-        .unwrap()
-        .trim()
-        .to_string();
-    let answer = call(gate.addr, &session, 9, "anyone");
-    assert_eq!(answer["id"], 9, "{answer}");
+    // initialize opens the client's own downstream session, so it needs the downstream too:
+    // the downstream-failure answer with its id, within the deadline, and no session.
+    let (status, out) = initialize(gate.addr);
+    assert_eq!(status, 200, "{out}");
+    assert!(
+        !out.to_ascii_lowercase().contains("mcp-session-id"),
+        "{out}"
+    );
+    let body = out.split("\r\n\r\n").nth(1).unwrap_or("");
+    let answer: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
     assert_eq!(answer["error"]["code"], -32002, "{answer}");
     drop(silent);
 }

@@ -14,7 +14,9 @@ use mcp_gauntlet::witness;
 use reference_gate::canonical::Leniency;
 use reference_gate::config::GateConfig;
 use reference_gate::forward::ConfiguredForwarder;
-use reference_gate::policy::{AgentActionRequest, Decision, Engine, EngineError, RuleEngine};
+use reference_gate::policy::{
+    Action, ActionKind, AgentActionRequest, Decision, Engine, EngineError, RuleEngine,
+};
 use reference_gate::proxy::{Faults, Proxy};
 use reference_gate::trace::Tracer;
 use std::collections::BTreeSet;
@@ -32,6 +34,9 @@ impl Engine for FailsOnCanary {
             ));
         }
         self.0.decide(r)
+    }
+    fn decide_action(&self, s: &str, a: &Action) -> Result<Decision, EngineError> {
+        self.0.decide_action(s, a)
     }
     fn visible(&self, s: &str, t: &str) -> bool {
         self.0.visible(s, t)
@@ -118,6 +123,9 @@ const BROKEN: &[&str] = &[
     "takes-any-media-type",
     "has-no-size-limit",
     "allows-by-default",
+    "polices-only-tool-calls",
+    "matches-resource-uris-as-spelled",
+    "forwards-any-response",
 ];
 
 /// Allow unless a rule denies: what a gate with an allow-by-default policy does.
@@ -125,11 +133,33 @@ struct AllowByDefault(RuleEngine);
 
 impl Engine for AllowByDefault {
     fn decide(&self, r: &AgentActionRequest) -> Result<Decision, EngineError> {
-        let denied =
-            self.0.rules.iter().any(|rule| {
-                rule.effect == reference_gate::policy::Effect::Deny
-                    && rule.tool.as_deref() == Some(r.tool.as_str())
-            });
+        let denied = self.0.rules.iter().any(|rule| {
+            rule.effect == reference_gate::policy::Effect::Deny
+                && rule.tool.as_deref() == Some(r.tool.as_str())
+        });
+        Ok(if denied {
+            Decision::Deny
+        } else {
+            Decision::Allow
+        })
+    }
+    /// Resources, prompts, methods: allowed unless a deny rule names them exactly (no case
+    /// folding, no patterns), as a hand-written allow-list gate would.
+    fn decide_action(&self, _: &str, a: &Action) -> Result<Decision, EngineError> {
+        let denied = self.0.rules.iter().any(|rule| {
+            let subject = match a.kind {
+                ActionKind::Resource => &rule.resource,
+                ActionKind::Prompt => &rule.prompt,
+                ActionKind::Method => &rule.method,
+                ActionKind::ServerRequest => &rule.server_request,
+            };
+            rule.effect == reference_gate::policy::Effect::Deny
+                && subject.as_deref().is_some_and(|p| {
+                    p == a.subject
+                        || p.strip_suffix('*')
+                            .is_some_and(|p| a.subject.starts_with(p))
+                })
+        });
         Ok(if denied {
             Decision::Deny
         } else {
@@ -214,6 +244,42 @@ fn allows_by_default() {
         "allows-by-default",
         Faults::default(),
         Arc::new(AllowByDefault(policy().policy)),
+    );
+}
+
+#[test]
+fn polices_only_tool_calls() {
+    check(
+        "polices-only-tool-calls",
+        Faults {
+            unpoliced_methods: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn matches_resource_uris_as_spelled() {
+    check(
+        "matches-resource-uris-as-spelled",
+        Faults {
+            raw_uri_match: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn forwards_any_response() {
+    check(
+        "forwards-any-response",
+        Faults {
+            any_response_id: true,
+            ..Faults::default()
+        },
+        rules(),
     );
 }
 

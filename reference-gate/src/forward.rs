@@ -456,8 +456,9 @@ impl Forwarder for HttpForwarder {
                 .to_string();
             let downstream = HttpSession {
                 inner,
-                session,
+                session: std::sync::Mutex::new(session),
                 version,
+                init: initialize.to_vec(),
             };
             let mut done = downstream.send(INITIALIZED, false).await?;
             while done.recv().await.is_some() {}
@@ -470,17 +471,66 @@ impl Forwarder for HttpForwarder {
 /// The downstream session of one client session.
 struct HttpSession {
     inner: std::sync::Arc<HttpInner>,
-    session: Option<String>,
+    session: std::sync::Mutex<Option<String>>,
     version: String,
+    /// The canonical `initialize` that opened it, to open it again after a downstream restart.
+    init: Vec<u8>,
 }
 
 impl HttpSession {
+    fn current(&self) -> Option<String> {
+        self.session.lock().ok().and_then(|s| s.clone())
+    }
+
     fn headers(&self) -> Vec<(&'static str, String)> {
         let mut h = vec![("mcp-protocol-version", self.version.clone())];
-        if let Some(s) = &self.session {
-            h.push(("mcp-session-id", s.clone()));
+        if let Some(s) = self.current() {
+            h.push(("mcp-session-id", s));
         }
         h
+    }
+
+    /// The downstream forgot the session (it restarted): open a new one the same way, at the
+    /// same version, so the client's session goes on. Anything else fails.
+    async fn reopen(&self, deadline: Instant) -> Result<(), ForwardError> {
+        let (status, session, mut events) = self
+            .inner
+            .stream(Method::POST, Some(&self.init), vec![], Some(deadline))
+            .await?;
+        if status != 200 {
+            return Err(ForwardError::BadAnswer);
+        }
+        let mut agreed = None;
+        while let Some(event) = events.recv().await {
+            let event = event?;
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&event.data) else {
+                continue;
+            };
+            agreed = v
+                .pointer("/result/protocolVersion")
+                .and_then(|v| v.as_str())
+                .map(str::to_string);
+            if agreed.is_some() {
+                break;
+            }
+        }
+        if agreed.as_deref() != Some(self.version.as_str()) {
+            return Err(ForwardError::BadAnswer);
+        }
+        if let Ok(mut s) = self.session.lock() {
+            *s = session;
+        }
+        let (_, _, mut done) = self
+            .inner
+            .stream(
+                Method::POST,
+                Some(INITIALIZED),
+                self.headers(),
+                Some(deadline),
+            )
+            .await?;
+        while done.recv().await.is_some() {}
+        Ok(())
     }
 }
 
@@ -492,10 +542,27 @@ impl Downstream for HttpSession {
     ) -> BoxFuture<'a, Result<Events, ForwardError>> {
         Box::pin(async move {
             let deadline = Instant::now() + Duration::from_millis(self.inner.deadlines.request_ms);
-            let (status, _, events) = self
+            let (mut status, _, mut events) = self
                 .inner
-                .stream(Method::POST, Some(canonical), self.headers(), Some(deadline))
+                .stream(
+                    Method::POST,
+                    Some(canonical),
+                    self.headers(),
+                    Some(deadline),
+                )
                 .await?;
+            if status == 404 && self.current().is_some() {
+                self.reopen(deadline).await?;
+                (status, _, events) = self
+                    .inner
+                    .stream(
+                        Method::POST,
+                        Some(canonical),
+                        self.headers(),
+                        Some(deadline),
+                    )
+                    .await?;
+            }
             match status {
                 200..=299 => Ok(events),
                 // The downstream forgot the session: this client's session is over.
@@ -526,7 +593,7 @@ impl Downstream for HttpSession {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if self.session.is_none() {
+            if self.current().is_none() {
                 return;
             }
             let deadline = Instant::now() + Duration::from_millis(self.inner.deadlines.request_ms);
@@ -600,9 +667,8 @@ impl HttpInner {
         deadline: Option<Instant>,
     ) -> Result<(u16, Option<String>, Events), ForwardError> {
         let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
-        let head_by = deadline.unwrap_or_else(|| {
-            Instant::now() + Duration::from_millis(self.deadlines.request_ms)
-        });
+        let head_by = deadline
+            .unwrap_or_else(|| Instant::now() + Duration::from_millis(self.deadlines.request_ms));
         let mut sender = self.connection(&target, head_by).await?;
         let mut req = Request::builder()
             .method(method)

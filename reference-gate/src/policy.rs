@@ -158,7 +158,13 @@ fn any() -> String {
 /// itself ignoring ASCII case.
 pub fn glob(pattern: &str, text: &str, fold: bool) -> bool {
     let (p, t) = (pattern.as_bytes(), text.as_bytes());
-    let eq = |a: u8, b: u8| if fold { a.eq_ignore_ascii_case(&b) } else { a == b };
+    let eq = |a: u8, b: u8| {
+        if fold {
+            a.eq_ignore_ascii_case(&b)
+        } else {
+            a == b
+        }
+    };
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
@@ -289,23 +295,39 @@ mod tests {
         )
         .unwrap();
         e.validate().unwrap();
-        let ask = |kind, subject: &str| {
+        let ask_in = |e: &RuleEngine, kind, subject: &str| {
             let a = Action {
                 kind,
                 subject: subject.into(),
             };
             e.decide_action("s", &a).unwrap()
         };
-        assert_eq!(ask(ActionKind::Resource, "test://static-text"), Decision::Allow);
-        assert_eq!(ask(ActionKind::Resource, "test://SECRET/key"), Decision::Deny);
-        assert_eq!(ask(ActionKind::Resource, "file:///etc/passwd"), Decision::Deny);
+        let ask = |kind, subject: &str| ask_in(&e, kind, subject);
+        assert_eq!(
+            ask(ActionKind::Resource, "test://static-text"),
+            Decision::Allow
+        );
+        assert_eq!(
+            ask(ActionKind::Resource, "test://SECRET/key"),
+            Decision::Deny
+        );
+        assert_eq!(
+            ask(ActionKind::Resource, "file:///etc/passwd"),
+            Decision::Deny
+        );
         assert_eq!(ask(ActionKind::Prompt, "greet"), Decision::Allow);
-        assert_eq!(ask(ActionKind::Prompt, "test://static-text"), Decision::Deny);
+        assert_eq!(
+            ask(ActionKind::Prompt, "test://static-text"),
+            Decision::Deny
+        );
         assert_eq!(ask(ActionKind::Method, "logging/setLevel"), Decision::Allow);
-        assert_eq!(ask(ActionKind::ServerRequest, "sampling/createMessage"), Decision::Deny);
+        assert_eq!(
+            ask(ActionKind::ServerRequest, "sampling/createMessage"),
+            Decision::Deny
+        );
         // A tool rule says nothing about resources, and no rule may name two subjects.
         e.rules.push(Rule::tool(Effect::Allow, "*", "*"));
-        assert_eq!(ask(ActionKind::Method, "tools/call"), Decision::Deny);
+        assert_eq!(ask_in(&e, ActionKind::Method, "tools/call"), Decision::Deny);
         e.rules[0].prompt = Some("*".into());
         assert!(e.validate().is_err());
     }
@@ -313,7 +335,9 @@ mod tests {
     #[test]
     fn globs() {
         assert!(glob("*", "", false) && glob("a*c", "abbc", false) && glob("a*", "a", false));
-        assert!(!glob("a*c", "abd", false) && !glob("abc", "ABC", false) && glob("abc", "ABC", true));
+        assert!(
+            !glob("a*c", "abd", false) && !glob("abc", "ABC", false) && glob("abc", "ABC", true)
+        );
         assert!(glob("*b*", "aaabaaa", false) && !glob("*b*", "aaaa", false));
     }
 }

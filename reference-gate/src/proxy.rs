@@ -133,6 +133,8 @@ pub struct Faults {
     pub no_size_limit: bool,
     /// HTTP front: modern requests' headers are not compared with their bodies.
     pub skip_binding: bool,
+    /// Only tool calls are policed: every other method goes through undecided.
+    pub unpoliced_methods: bool,
     /// Resource rules are matched against the URI as the client spelled it, and that spelling
     /// is forwarded (no normalization).
     pub raw_uri_match: bool,
@@ -459,10 +461,20 @@ impl Proxy {
         let bad_params = || {
             Answer::Done(done(
                 Some(error_bytes(Some(id), -32602, MSG_BAD_META)),
-                Handled::Malformed,
+                Handled::Local,
             ))
         };
         let forward = |bytes: Vec<u8>| self.forward(ctx.clone(), bytes, decision.clone());
+        let gate_owned = [
+            "initialize",
+            "ping",
+            "server/discover",
+            "tools/call",
+            "tools/list",
+        ];
+        if self.faults.unpoliced_methods && !gate_owned.contains(&method) {
+            return forward(c.forwarding_bytes().to_vec()).await;
+        }
         let unknown = || {
             Answer::Done(done(
                 Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
@@ -548,18 +560,18 @@ impl Proxy {
                 let Some(uri) = c.message().param("uri").and_then(Json::as_str) else {
                     return bad_params();
                 };
-                let Some(uri) = relay::normalize_uri(uri) else {
-                    return bad_params();
-                };
-                if !self.faults.raw_uri_match && !allows(ActionKind::Resource, &uri) {
-                    return denied();
-                }
                 if self.faults.raw_uri_match {
-                    let raw_uri = c.message().param("uri").and_then(Json::as_str).unwrap_or("");
-                    if !allows(ActionKind::Resource, raw_uri) {
+                    // The fault: the client's spelling judged and forwarded.
+                    if !allows(ActionKind::Resource, uri) {
                         return denied();
                     }
                     return forward(c.forwarding_bytes().to_vec()).await;
+                }
+                let Some(uri) = relay::normalize_uri(uri) else {
+                    return bad_params();
+                };
+                if !allows(ActionKind::Resource, &uri) {
+                    return denied();
                 }
                 let params = c.message().params().map(Vec::as_slice).unwrap_or(&[]);
                 let params = relay::replace_param(params, "uri", Json::String(uri));
@@ -694,6 +706,10 @@ impl Proxy {
         };
         loop {
             let Some(Ok(event)) = events.recv().await else {
+                if ctx.verbatim {
+                    // The relay-verbatim fault: no answer is relayed as it came, empty.
+                    return Answer::Done(result(Some(Vec::new()), Handled::Forwarded));
+                }
                 return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
             };
             match ctx.step(event) {
@@ -764,7 +780,10 @@ impl Proxy {
             Some(v @ Json::Object(_)) => v.clone(),
             _ => Json::Object(vec![
                 ("name".into(), Json::String("reference-gate".into())),
-                ("version".into(), Json::String(env!("CARGO_PKG_VERSION").into())),
+                (
+                    "version".into(),
+                    Json::String(env!("CARGO_PKG_VERSION").into()),
+                ),
             ]),
         };
         let _ = params;
@@ -772,7 +791,10 @@ impl Proxy {
             id: id.clone(),
             method: "initialize".into(),
             params: Some(vec![
-                ("protocolVersion".into(), Json::String(requested.to_string())),
+                (
+                    "protocolVersion".into(),
+                    Json::String(requested.to_string()),
+                ),
                 ("capabilities".into(), Json::Object(caps)),
                 ("clientInfo".into(), client_info),
             ]),
@@ -807,7 +829,10 @@ impl Proxy {
         };
         let result = Json::Object(result.clone());
         let version = result.get("protocolVersion").and_then(Json::as_str);
-        let Some(version) = version.filter(|v| self.speaks_legacy(v)).map(str::to_string) else {
+        let Some(version) = version
+            .filter(|v| self.speaks_legacy(v))
+            .map(str::to_string)
+        else {
             tokio::spawn(async move { downstream.close().await });
             return (failed(decision), None);
         };

@@ -241,9 +241,7 @@ impl RelayCtx {
                 }
             }
             Ok(Incoming::Message(c)) => match c.message() {
-                Message::Request { id, method, .. } => {
-                    self.server_request(&c, id, method, relayed)
-                }
+                Message::Request { id, method, .. } => self.server_request(&c, id, method, relayed),
                 Message::Notification { method, .. } => {
                     if !SERVER_NOTIFICATIONS.contains(&method.as_str()) {
                         return Step::Drop;
@@ -347,9 +345,11 @@ impl RelayCtx {
         let (list, key, kind) = match method {
             "tools/list" => ("tools", "name", None),
             "resources/list" => ("resources", "uri", Some(ActionKind::Resource)),
-            "resources/templates/list" => {
-                ("resourceTemplates", "uriTemplate", Some(ActionKind::Resource))
-            }
+            "resources/templates/list" => (
+                "resourceTemplates",
+                "uriTemplate",
+                Some(ActionKind::Resource),
+            ),
             "prompts/list" => ("prompts", "name", Some(ActionKind::Prompt)),
             _ => return Some(reply.forwarding_bytes().to_vec()),
         };
@@ -392,12 +392,12 @@ impl RelayCtx {
 }
 
 /// `params` with one member replaced (or added).
-pub(crate) fn replace_param(params: &[(String, Json)], key: &str, value: Json) -> Vec<(String, Json)> {
-    let mut out: Vec<(String, Json)> = params
-        .iter()
-        .filter(|(k, _)| k != key)
-        .cloned()
-        .collect();
+pub(crate) fn replace_param(
+    params: &[(String, Json)],
+    key: &str,
+    value: Json,
+) -> Vec<(String, Json)> {
+    let mut out: Vec<(String, Json)> = params.iter().filter(|(k, _)| k != key).cloned().collect();
     out.push((key.to_string(), value));
     out
 }
@@ -488,7 +488,10 @@ fn cancel(ctx: &RelayCtx, reason: &str) {
 /// decoded and the remaining escapes uppercased (RFC 3986 section 6.2.2).
 pub fn normalize_uri(uri: &str) -> Option<String> {
     let (scheme, rest) = uri.split_once(':')?;
-    let scheme_ok = scheme.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+    let scheme_ok = scheme
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic())
         && scheme
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.');
@@ -545,9 +548,18 @@ mod tests {
     #[test]
     fn uris_have_one_spelling_or_none() {
         let n = |u: &str| normalize_uri(u);
-        assert_eq!(n("test://static-text").as_deref(), Some("test://static-text"));
-        assert_eq!(n("TEST://static-text").as_deref(), Some("test://static-text"));
-        assert_eq!(n("test://secret%2Dkey").as_deref(), Some("test://secret-key"));
+        assert_eq!(
+            n("test://static-text").as_deref(),
+            Some("test://static-text")
+        );
+        assert_eq!(
+            n("TEST://static-text").as_deref(),
+            Some("test://static-text")
+        );
+        assert_eq!(
+            n("test://secret%2Dkey").as_deref(),
+            Some("test://secret-key")
+        );
         assert_eq!(n("test://s%65cret").as_deref(), Some("test://secret"));
         assert_eq!(n("test://a%3ab").as_deref(), Some("test://a%3Ab"));
         for bad in [

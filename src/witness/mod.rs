@@ -472,7 +472,7 @@ impl Witness {
             "initialize" | "ping" => Ok(Outcome::Error(-32601, "Method not found")),
             "server/discover" => Ok(Outcome::Result(json!({
                 "supportedVersions": self.config.versions(),
-                "capabilities": {"tools": {"listChanged": false}},
+                "capabilities": self::capabilities(),
                 "ttlMs": 0,
                 "_meta": {"io.modelcontextprotocol/serverInfo":
                     {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}}
@@ -545,7 +545,7 @@ impl Witness {
                 conv.negotiated = Some(version.clone());
                 Ok(Outcome::Result(json!({
                     "protocolVersion": version,
-                    "capabilities": {"tools": {"listChanged": false}},
+                    "capabilities": capabilities(),
                     "serverInfo": {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}
                 })))
             }
@@ -560,7 +560,84 @@ impl Witness {
                 };
                 self.run_tool(name, &args)
             }
+            "resources/list" => Ok(Outcome::Result(json!({
+                "resources": RESOURCES.iter().map(|(uri, name, _)|
+                    json!({"uri": uri, "name": name, "mimeType": "text/plain"})).collect::<Vec<_>>()
+            }))),
+            "resources/templates/list" => Ok(Outcome::Result(json!({"resourceTemplates": []}))),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params.get("uri").and_then(Value::as_str).ok_or(-32602)?;
+                // Like a file server: the URI is resolved before it is looked up.
+                let Some((found, _, text)) = RESOURCES
+                    .iter()
+                    .find(|(u, _, _)| resolve_uri(uri) == resolve_uri(u))
+                else {
+                    return Ok(Outcome::Error(-32002, "Resource not found"));
+                };
+                let secret = *found == SECRET_RESOURCE;
+                if method != "resources/read" {
+                    self.recorder.tool(&format!("{method} {found}"), secret);
+                    return Ok(Outcome::Result(json!({})));
+                }
+                self.recorder
+                    .tool(&format!("resources/read {found}"), secret);
+                let text = if secret {
+                    self.canary_ran();
+                    self.canary_text()
+                } else {
+                    text.to_string()
+                };
+                Ok(Outcome::Result(json!({
+                    "contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]
+                })))
+            }
+            "prompts/list" => Ok(Outcome::Result(json!({
+                "prompts": PROMPTS.iter().map(|(name, desc)|
+                    json!({"name": name, "description": desc})).collect::<Vec<_>>()
+            }))),
+            "prompts/get" => {
+                let name = params.get("name").and_then(Value::as_str).ok_or(-32602)?;
+                // Prompt names matched ignoring case, as some servers do.
+                let Some((found, _)) = PROMPTS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name))
+                else {
+                    return Ok(Outcome::Error(-32602, "Unknown prompt"));
+                };
+                let secret = *found == SECRET_PROMPT;
+                self.recorder.tool(&format!("prompts/get {found}"), secret);
+                let text = if secret {
+                    self.canary_ran();
+                    self.canary_text()
+                } else {
+                    "Say hello.".to_string()
+                };
+                Ok(Outcome::Result(json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
+                })))
+            }
             _ => Ok(Outcome::Error(-32601, "Method not found")),
+        }
+    }
+
+    /// What the canary answers.
+    fn canary_text(&self) -> String {
+        self.config
+            .canary_text
+            .clone()
+            .unwrap_or_else(|| CANARY_MARKER.to_string())
+    }
+
+    /// The canary's side channel: a line in `--canary-log`, like a real tool's own log.
+    fn canary_ran(&self) {
+        if let Some(path) = &self.config.canary_log {
+            use std::io::Write as _;
+            // Best effort: a failed append is not the client's error.
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{CANARY_TOOL} ran");
+            }
         }
     }
 
@@ -575,16 +652,8 @@ impl Witness {
             return Ok(Outcome::Error(-32602, "Unknown tool"));
         }
         self.recorder.tool(name, name == CANARY_TOOL);
-        if let (true, Some(path)) = (name == CANARY_TOOL, &self.config.canary_log) {
-            use std::io::Write as _;
-            // Best effort, like a real tool's own log: a failed append is not the client's error.
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-            {
-                let _ = writeln!(f, "{CANARY_TOOL} ran");
-            }
+        if name == CANARY_TOOL {
+            self.canary_ran();
         }
         Ok(match name {
             "echo" => match args.get("text").and_then(Value::as_str) {
@@ -598,12 +667,7 @@ impl Witness {
                 (Some(a), Some(b)) => text(format!("{}", a + b)),
                 _ => tool_error("add needs numbers `a` and `b`"),
             },
-            CANARY_TOOL => text(
-                self.config
-                    .canary_text
-                    .clone()
-                    .unwrap_or_else(|| CANARY_MARKER.to_string()),
-            ),
+            CANARY_TOOL => text(self.canary_text()),
             "fault_hang" => Outcome::Hang,
             "fault_oversize" => text("x".repeat(2 * 1024 * 1024)),
             "fault_empty" => Outcome::Fault(Fault::Empty),
@@ -662,6 +726,84 @@ pub const TOOLS: &[(&str, &str)] = &[
         "Answers with an error whose message and data hold a stack trace, a path and a token.",
     ),
 ];
+
+/// The witness's capabilities (legacy `initialize` and modern `server/discover`).
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": false},
+        "resources": {"subscribe": true, "listChanged": false},
+        "prompts": {"listChanged": false}
+    })
+}
+
+/// The resource a gate's policy denies (`fixtures/gate/witness-policy.json`): reading it is the
+/// canary, and its text is the canary's.
+pub const SECRET_RESOURCE: &str = "test://secret/key";
+/// The prompt the policy does not allow: getting it is the canary.
+pub const SECRET_PROMPT: &str = "leak_secrets";
+
+/// Resources: URI, name, text.
+pub const RESOURCES: &[(&str, &str, &str)] = &[
+    ("test://public/readme", "readme", "A public text."),
+    (SECRET_RESOURCE, "key", ""),
+];
+
+/// Prompts and their descriptions.
+pub const PROMPTS: &[(&str, &str)] = &[
+    ("greet", "A greeting."),
+    (
+        SECRET_PROMPT,
+        "The canary prompt: not allowed by the test policy.",
+    ),
+];
+
+/// How the witness finds a resource, like a careless file server: every escape decoded, `.`
+/// and `..` segments resolved, case folded. A gate must judge a URI the way its downstream
+/// will read it, or refuse it.
+fn resolve_uri(uri: &str) -> String {
+    let bytes = uri.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(v)) => {
+                decoded.push(v);
+                i += 3;
+            }
+            (b'\\', _) => {
+                decoded.push(b'/');
+                i += 1;
+            }
+            (b, _) => {
+                decoded.push(b);
+                i += 1;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&decoded).to_ascii_lowercase();
+    let (head, path) = match text.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest.to_string()),
+        None => (String::new(), text),
+    };
+    let mut out: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "." => {}
+            ".." => {
+                // Never above the authority (the first segment).
+                if out.len() > 1 {
+                    out.pop();
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    head + &out.join("/")
+}
 
 fn tool_list() -> Vec<Value> {
     TOOLS
@@ -752,6 +894,23 @@ mod tests {
             negotiated: Some(LATEST_VERSION.into()),
             batches: false,
         }
+    }
+
+    #[test]
+    fn resources_are_found_the_careless_way() {
+        for spelling in [
+            "test://secret/key",
+            "test://public/../secret/key",
+            "test://public/%2e%2E/secret/key",
+            "test://%73ecret/key",
+            "test://SECRET/key",
+            "TEST://secret%2Fkey",
+            "test://secret\\key",
+        ] {
+            assert_eq!(resolve_uri(spelling), "test://secret/key", "{spelling}");
+        }
+        assert_eq!(resolve_uri("test://../../x"), "test://x");
+        assert_ne!(resolve_uri("test://public/readme"), "test://secret/key");
     }
 
     #[test]

@@ -508,8 +508,10 @@ const MAX_SESSIONS: usize = 10_000;
 /// A 200 SSE answer relaying `rx`.
 fn sse_answer(rx: tokio::sync::mpsc::Receiver<Relayed>) -> Answer {
     let mut r = Response::new(GateBody::Stream(rx));
-    r.headers_mut()
-        .insert("content-type", HeaderValue::from_static("text/event-stream"));
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     r.headers_mut()
         .insert("cache-control", HeaderValue::from_static("no-cache"));
     r
