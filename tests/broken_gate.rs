@@ -126,6 +126,7 @@ const BROKEN: &[&str] = &[
     "polices-only-tool-calls",
     "matches-resource-uris-as-spelled",
     "forwards-any-response",
+    "relays-server-requests",
 ];
 
 /// Allow unless a rule denies: what a gate with an allow-by-default policy does.
@@ -265,6 +266,18 @@ fn matches_resource_uris_as_spelled() {
         "matches-resource-uris-as-spelled",
         Faults {
             raw_uri_match: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn relays_server_requests() {
+    check(
+        "relays-server-requests",
+        Faults {
+            relay_server_requests: true,
             ..Faults::default()
         },
         rules(),

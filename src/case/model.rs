@@ -321,6 +321,11 @@ pub struct Expect {
     /// the case (read from /proc VmHWM; not judged where /proc does not tell).
     #[serde(default)]
     pub max_memory_growth_kib: Option<u64>,
+    /// `false`: no request from the server (`sampling/createMessage`, `elicitation/create`,
+    /// `roots/list`, ...) may reach the client in the answer (a gate whose policy refuses them
+    /// must not relay them, GATE-DOWN-05).
+    #[serde(default)]
+    pub server_requests: Option<bool>,
 }
 
 impl Expect {
@@ -346,6 +351,7 @@ impl Expect {
                 .or_else(|| self.forwarded_json.clone()),
             max_body_sent: strict.max_body_sent.or(self.max_body_sent),
             max_memory_growth_kib: strict.max_memory_growth_kib.or(self.max_memory_growth_kib),
+            server_requests: strict.server_requests.or(self.server_requests),
         }
     }
 }

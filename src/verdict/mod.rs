@@ -624,6 +624,27 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         }
     }
 
+    if expect.server_requests == Some(false) {
+        // A request of the server's own (a method and an id) among what the client was sent.
+        let relayed: Vec<String> = obs
+            .messages
+            .iter()
+            .filter(|m| m.get("id").is_some())
+            .filter_map(|m| m.get("method").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        if !relayed.is_empty() {
+            add(
+                Check::Forwarded,
+                level_status,
+                format!(
+                    "the client was sent the server's own request ({}), which must not reach it",
+                    relayed.join(", ")
+                ),
+            );
+        }
+    }
+
     if expect.alive.unwrap_or(true) && obs.alive == Some(false) {
         add(
             Check::Alive,

@@ -394,6 +394,7 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
             sse_answer(&m)
         }
         Reply::Message(m) => json_answer(StatusCode::OK, &m),
+        Reply::Sequence(ms) => sse_sequence(&ms),
         Reply::Refused(m) if w.config.is(Broken::Crash500) => crash_page(&m),
         Reply::Refused(m) => json_answer(StatusCode::BAD_REQUEST, &m),
         Reply::Unknown(m) => json_answer(StatusCode::NOT_FOUND, &m),
@@ -682,6 +683,20 @@ fn sse_answer(body: &Value) -> Answer {
         .body(Full::new(Bytes::from(format!(
             "id: 0\ndata:\n\nevent: message\nid: 1\ndata: {body}\n\n"
         ))))
+        .unwrap_or_default()
+}
+
+/// Several messages as one SSE stream, after a priming event.
+fn sse_sequence(messages: &[Value]) -> Answer {
+    let mut body = String::from("id: 0\ndata:\n\n");
+    for (i, m) in messages.iter().enumerate() {
+        body.push_str(&format!("event: message\nid: {}\ndata: {m}\n\n", i + 1));
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Full::new(Bytes::from(body)))
         .unwrap_or_default()
 }
 

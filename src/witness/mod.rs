@@ -168,6 +168,9 @@ pub enum Reply {
     Hang,
     /// A crash on the input (`fragile` mode).
     Crash,
+    /// Messages to the client before the answer (a request of the server's own, then the
+    /// answer): SSE events over HTTP, lines over stdio.
+    Sequence(Vec<Value>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -402,6 +405,17 @@ impl Witness {
             Ok(Outcome::Error(code, msg)) => Reply::Message(self.error(id, code, msg, msg)),
             Ok(Outcome::Fault(f)) => Reply::Fault(f),
             Ok(Outcome::Hang) => Reply::Hang,
+            Ok(Outcome::AskClient) => {
+                let n = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Reply::Sequence(vec![
+                    json!({"jsonrpc": "2.0", "id": format!("witness-sample-{n}"),
+                           "method": "sampling/createMessage",
+                           "params": {"messages": [{"role": "user", "content":
+                               {"type": "text", "text": "Say something."}}], "maxTokens": 16}}),
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text",
+                        "text": "asked the client to sample"}], "isError": false}}),
+                ])
+            }
             Ok(Outcome::Leak) => Reply::Message(json!({
                 "jsonrpc": "2.0", "id": id,
                 "error": {"code": -32603,
@@ -674,6 +688,7 @@ impl Witness {
             "fault_garbage" => Outcome::Fault(Fault::Garbage),
             "fault_close" => Outcome::Fault(Fault::Close),
             "fault_leak" => Outcome::Leak,
+            "ask_client" => Outcome::AskClient,
             _ => tool_error("unknown"),
         })
     }
@@ -700,7 +715,12 @@ impl Witness {
     }
 }
 
+/// Ids of the witness's own requests to clients.
+static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 enum Outcome {
+    /// A request to the client (`sampling/createMessage`) before the tool's answer.
+    AskClient,
     Result(Value),
     Error(i64, &'static str),
     Fault(Fault),
@@ -724,6 +744,10 @@ pub const TOOLS: &[(&str, &str)] = &[
     (
         "fault_leak",
         "Answers with an error whose message and data hold a stack trace, a path and a token.",
+    ),
+    (
+        "ask_client",
+        "Sends the client a sampling/createMessage request, then answers without waiting for it.",
     ),
 ];
 
@@ -794,10 +818,8 @@ fn resolve_uri(uri: &str) -> String {
         match seg {
             "." => {}
             ".." => {
-                // Never above the authority (the first segment).
-                if out.len() > 1 {
-                    out.pop();
-                }
+                // Like a file server's path: the authority is just the first directory.
+                out.pop();
             }
             s => out.push(s),
         }

@@ -86,6 +86,12 @@ async fn handle_line<W: AsyncWrite + Unpin>(
     match witness.handle_body(line, conv) {
         Reply::Accepted | Reply::Hang => Ok(()),
         Reply::Message(m) | Reply::Unknown(m) => write_line(output, &m.to_string()).await,
+        Reply::Sequence(ms) => {
+            for m in ms {
+                write_line(output, &m.to_string()).await?;
+            }
+            Ok(())
+        }
         Reply::Refused(m) if witness.config.is(Broken::Crash500) => {
             let _ = m;
             output
