@@ -277,3 +277,142 @@ fn a_modern_claim_never_skips_the_session_of_a_legacy_request() {
     assert_eq!(error_code(&resp), Some(-32020));
     assert!(!witness_received(&gate, "echo"));
 }
+
+/// The JSON-RPC messages in an HTTP answer (a JSON body, or SSE `data` values).
+fn messages(resp: &str) -> Vec<serde_json::Value> {
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("");
+    // A chunked body: keep the lines that are JSON or SSE data.
+    let mut out = Vec::new();
+    for line in body.lines() {
+        let text = line.strip_prefix("data:").map(str::trim).unwrap_or(line);
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+            if v.is_object() {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+fn with_session(s: &str) -> String {
+    format!("Mcp-Session-Id: {s}\r\nMCP-Protocol-Version: 2025-11-25\r\n")
+}
+
+fn witness_lines(gate: &Running) -> Vec<serde_json::Value> {
+    let log = gate._gate.witness_log.clone();
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn a_server_request_is_answered_only_from_the_session_it_was_sent_to() {
+    let gate = start(|cfg| {
+        cfg.policy.rules.push(
+            serde_json::from_str(r#"{"effect":"allow","server_request":"sampling/createMessage"}"#)
+                .unwrap(),
+        )
+    });
+    let init = INIT.replace(r#""capabilities":{}"#, r#""capabilities":{"sampling":{}}"#);
+    let a = session(&post(gate.addr, "", &init).1);
+    let b = session(&post(gate.addr, "", &init).1);
+    assert!(!a.is_empty() && !b.is_empty() && a != b);
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask_client","arguments":{}}}"#;
+    let (status, out) = post(gate.addr, &with_session(&a), call);
+    assert_eq!(status, 200, "{out}");
+    let seen = messages(&out);
+    let asked = seen
+        .iter()
+        .find(|m| m["method"] == "sampling/createMessage")
+        .unwrap_or_else(|| panic!("no sampling request relayed: {out}"));
+    // The id is the gate's own, never the downstream's.
+    let gate_id = asked["id"].as_str().unwrap().to_string();
+    assert!(gate_id.starts_with("gate-"), "{asked}");
+    assert!(
+        seen.iter().any(|m| m["id"] == 2 && m["result"].is_object()),
+        "{out}"
+    );
+    let reply = format!(
+        r#"{{"jsonrpc":"2.0","id":"{gate_id}","result":{{"role":"assistant","content":{{"type":"text","text":"from-a"}},"model":"m"}}}}"#
+    );
+    // Another session naming that id is refused, and nothing goes downstream.
+    let (status, out) = post(
+        gate.addr,
+        &with_session(&b),
+        &reply.replace("from-a", "from-b"),
+    );
+    assert_eq!(status, 400, "{out}");
+    // The session it was sent to answers it once.
+    assert_eq!(post(gate.addr, &with_session(&a), &reply).0, 202);
+    assert_eq!(post(gate.addr, &with_session(&a), &reply).0, 400);
+    let answers: Vec<String> = witness_lines(&gate)
+        .iter()
+        .filter_map(|e| e["raw"].as_str().map(str::to_string))
+        .filter(|raw| raw.contains("\"result\"") && !raw.contains("\"method\""))
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(
+        answers[0].contains("from-a") && answers[0].contains("witness-sample-"),
+        "{answers:?}"
+    );
+}
+
+#[test]
+fn resources_and_prompts_are_listed_and_used_under_the_same_rules() {
+    let gate = start(|_| {});
+    let s = session(&post(gate.addr, "", INIT).1);
+    let ask = |body: &str| {
+        let (_, out) = post(gate.addr, &with_session(&s), body);
+        messages(&out).pop().unwrap_or_default()
+    };
+    let list = ask(r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#);
+    let uris: Vec<&str> = list["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(uris, ["test://public/readme"], "{list}");
+    let read = ask(
+        r#"{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"TEST://public/r%65adme"}}"#,
+    );
+    // Judged and forwarded in one spelling.
+    assert_eq!(
+        read["result"]["contents"][0]["uri"], "test://public/readme",
+        "{read}"
+    );
+    let denied = ask(
+        r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"test://secret/key"}}"#,
+    );
+    assert_eq!(denied["error"]["code"], -32001, "{denied}");
+    let prompts = ask(r#"{"jsonrpc":"2.0","id":5,"method":"prompts/list"}"#);
+    assert_eq!(
+        prompts["result"]["prompts"].as_array().map(Vec::len),
+        Some(1),
+        "{prompts}"
+    );
+    let greet = ask(r#"{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"greet"}}"#);
+    assert!(greet["result"]["messages"].is_array(), "{greet}");
+    // No rule allows logging/setLevel: it does not exist here.
+    let level =
+        ask(r#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"info"}}"#);
+    assert_eq!(level["error"]["code"], -32601, "{level}");
+    let forwarded: Vec<String> = witness_lines(&gate)
+        .iter()
+        .filter_map(|e| e["raw"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        !forwarded
+            .iter()
+            .any(|r| r.contains("secret") || r.contains("logging/")),
+        "{forwarded:?}"
+    );
+    assert!(
+        forwarded
+            .iter()
+            .any(|r| r.contains(r#""uri":"test://public/readme""#)),
+        "{forwarded:?}"
+    );
+}

@@ -144,8 +144,18 @@ pub struct Faults {
     pub any_response_id: bool,
 }
 
+/// Most downstream `initialize` answers remembered (one per version and client capabilities).
+const MAX_CACHED_ANSWERS: usize = 16;
+
+/// A downstream's answer to one `initialize` (without its id): the version and the result the
+/// client is given.
+type CachedAnswer = (Vec<u8>, (String, Vec<(String, Json)>));
+
 /// The gate's coordinator.
 pub struct Proxy {
+    /// Downstream answers to `initialize`, so a client session opens its own downstream session
+    /// only when it first needs it.
+    answers: std::sync::Mutex<Vec<CachedAnswer>>,
     engine: Arc<dyn Engine>,
     forwarder: Arc<dyn Forwarder>,
     limits: Limits,
@@ -191,6 +201,7 @@ impl Proxy {
         tracer: Tracer,
     ) -> Proxy {
         Proxy {
+            answers: std::sync::Mutex::new(Vec::new()),
             engine,
             forwarder,
             limits,
@@ -686,7 +697,13 @@ impl Proxy {
             modern,
         };
         let failed = ctx.failed().bytes;
-        let downstream = ctx.session.as_ref().and_then(|s| s.downstream().cloned());
+        let downstream = match &ctx.session {
+            Some(s) => match s.open().await {
+                Ok(d) => d,
+                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
+            },
+            None => None,
+        };
         let mut events = match downstream {
             Some(d) => match d.send(&bytes, true).await {
                 Ok(events) => events,
@@ -745,8 +762,7 @@ impl Proxy {
         c: &Canonical,
         credentials: &Credentials,
     ) -> (ProxyResult, Option<Arc<Session>>) {
-        let (Message::Request { id, params, .. }, Claim::Legacy) = (c.message(), era::claim(c))
-        else {
+        let (Message::Request { id, .. }, Claim::Legacy) = (c.message(), era::claim(c)) else {
             return self.open_locally(server_id, raw, c, credentials).await;
         };
         let requested = c.message().param("protocolVersion").and_then(Json::as_str);
@@ -786,20 +802,49 @@ impl Proxy {
                 ),
             ]),
         };
-        let _ = params;
+        let init_params = vec![
+            (
+                "protocolVersion".into(),
+                Json::String(requested.to_string()),
+            ),
+            ("capabilities".into(), Json::Object(caps)),
+            ("clientInfo".into(), client_info),
+        ];
+        let key = Json::Object(init_params.clone()).to_canonical();
         let init = Canonical::new(Message::Request {
             id: id.clone(),
             method: "initialize".into(),
-            params: Some(vec![
-                (
-                    "protocolVersion".into(),
-                    Json::String(requested.to_string()),
-                ),
-                ("capabilities".into(), Json::Object(caps)),
-                ("clientInfo".into(), client_info),
-            ]),
+            params: Some(init_params),
         });
         let decision = decision_id();
+        // The downstream answered this very initialize before (the same version and client
+        // capabilities): answer from that, and open the client's downstream session only when
+        // a message needs it.
+        let cached = self
+            .answers
+            .lock()
+            .ok()
+            .and_then(|c| c.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()));
+        if let Some((version, out)) = cached {
+            let answer = canonical::CanonicalReply::new(canonical::Reply {
+                id: id.clone(),
+                outcome: canonical::Outcome::Result(out),
+            });
+            let session = Session::lazy(relay::Opener {
+                forwarder: self.forwarder.clone(),
+                server_id: server_id.to_string(),
+                init: init.forwarding_bytes().to_vec(),
+                version: version.clone(),
+            });
+            let r = ProxyResult {
+                bytes: Some(answer.forwarding_bytes().to_vec()),
+                handled: Handled::Forwarded,
+                decision_id: decision,
+                negotiated: Some(version),
+                modern: false,
+            };
+            return (r, Some(session));
+        }
         let failed = |decision: String| ProxyResult {
             bytes: Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
             handled: Handled::DownstreamFailed,
@@ -855,6 +900,12 @@ impl Proxy {
                 out.push((key.to_string(), v.clone()));
             }
         }
+        if let Ok(mut cache) = self.answers.lock() {
+            if cache.len() >= MAX_CACHED_ANSWERS {
+                cache.remove(0);
+            }
+            cache.push((key, (version.clone(), out.clone())));
+        }
         let answer = canonical::CanonicalReply::new(canonical::Reply {
             id: id.clone(),
             outcome: canonical::Outcome::Result(out),
@@ -889,12 +940,16 @@ impl Proxy {
             Ok(canonical::Incoming::Reply(r)) => r,
             _ => return Err(Refusal::UnknownResponse),
         };
-        let downstream = session.downstream().ok_or(Refusal::UnknownResponse)?;
         let original = match session.take_outgoing(&reply.reply().id) {
             Some(original) => original,
             // The any-response-id fault: whatever id the client names goes downstream.
             None if self.faults.any_response_id => reply.reply().id.clone(),
             None => return Err(Refusal::UnknownResponse),
+        };
+        let downstream = match session.open().await {
+            Ok(Some(d)) => d,
+            Ok(None) => return Err(Refusal::UnknownResponse),
+            Err(_) => return Err(Refusal::Downstream),
         };
         let bytes = reply.with_id(original);
         let mut rx = downstream
@@ -913,8 +968,10 @@ impl Proxy {
         session: &Arc<Session>,
         last_event_id: Option<&str>,
     ) -> Result<Option<tokio::sync::mpsc::Receiver<Relayed>>, Refusal> {
-        let Some(downstream) = session.downstream() else {
-            return Ok(None);
+        let downstream = match session.open().await {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(None),
+            Err(_) => return Err(Refusal::Downstream),
         };
         let last = match last_event_id {
             Some(gate) => Some(

@@ -23,9 +23,20 @@ const MAX_OUTGOING: usize = 256;
 /// Gate-owned ids of server-to-client requests: unique across every session of this process.
 static NEXT_OUTGOING: AtomicU64 = AtomicU64::new(1);
 
+/// How a session opens its downstream session when it first needs it.
+pub(crate) struct Opener {
+    pub forwarder: Arc<dyn crate::forward::Forwarder>,
+    pub server_id: String,
+    /// The canonical `initialize` to open it with.
+    pub init: Vec<u8>,
+    /// The version the client was told: the downstream must agree to it.
+    pub version: String,
+}
+
 /// The gate's state for one client session.
 pub struct Session {
-    downstream: Option<Arc<dyn Downstream>>,
+    downstream: tokio::sync::OnceCell<Arc<dyn Downstream>>,
+    opener: Option<Opener>,
     /// Server-to-client requests relayed to this client: gate id -> the downstream's id.
     outgoing: Mutex<HashMap<String, Id>>,
     /// This client's requests forwarded and not yet answered: id -> method.
@@ -37,8 +48,22 @@ pub struct Session {
 
 impl Session {
     pub fn new(downstream: Option<Arc<dyn Downstream>>) -> Arc<Session> {
+        Session::build(downstream, None)
+    }
+
+    /// A session whose downstream session opens when the first message needs it.
+    pub(crate) fn lazy(opener: Opener) -> Arc<Session> {
+        Session::build(None, Some(opener))
+    }
+
+    fn build(downstream: Option<Arc<dyn Downstream>>, opener: Option<Opener>) -> Arc<Session> {
+        let cell = tokio::sync::OnceCell::new();
+        if let Some(d) = downstream {
+            let _ = cell.set(d);
+        }
         Arc::new(Session {
-            downstream,
+            downstream: cell,
+            opener,
             outgoing: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             events: Mutex::new(VecDeque::new()),
@@ -46,9 +71,44 @@ impl Session {
         })
     }
 
-    /// The session's own downstream session, if the forwarder keeps one per client.
+    /// The session's own downstream session, if it is open.
     pub fn downstream(&self) -> Option<&Arc<dyn Downstream>> {
-        self.downstream.as_ref()
+        self.downstream.get()
+    }
+
+    /// The session's own downstream session, opened now if it is not yet; `Ok(None)` when the
+    /// forwarder keeps none per client. A downstream that will not agree to the version the
+    /// client was told fails.
+    pub(crate) async fn open(&self) -> Result<Option<Arc<dyn Downstream>>, ForwardError> {
+        if let Some(d) = self.downstream.get() {
+            return Ok(Some(d.clone()));
+        }
+        let Some(o) = &self.opener else {
+            return Ok(None);
+        };
+        let d = self
+            .downstream
+            .get_or_try_init(|| async {
+                let (d, answer) = o
+                    .forwarder
+                    .open(&o.server_id, &o.init)
+                    .await?
+                    .ok_or(ForwardError::BadAnswer)?;
+                let agreed = serde_json::from_slice::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| {
+                        v.pointer("/result/protocolVersion")
+                            .and_then(|v| v.as_str())
+                            .map(str::to_string)
+                    });
+                if agreed.as_deref() != Some(o.version.as_str()) {
+                    d.close().await;
+                    return Err(ForwardError::BadAnswer);
+                }
+                Ok(d)
+            })
+            .await?;
+        Ok(Some(d.clone()))
     }
 
     /// The downstream's id for a gate id this session's client was given; taken (answered once).

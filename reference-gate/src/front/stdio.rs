@@ -1,10 +1,37 @@
 //! The stdio front: LF-delimited lines (a CR before the LF is tolerated), bounded line length,
 //! one message per line through the proxy, answers on stdout and nothing else there.
+//!
+//! After `initialize` the client has a session: with a downstream of its own (a child process,
+//! or an HTTP session), what the server says while it answers (progress, logging, its requests
+//! to the client, each decided by the relay) is written as it comes, the client's answers to the
+//! server's requests go back through the proxy, and what the server says outside any request is
+//! written too.
 
 use crate::canonical::Message;
-use crate::proxy::{Credentials, Proxy};
+use crate::proxy::{Answer, Credentials, Proxy};
+use crate::relay::{Relayed, Session};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
+
+type Out<W> = Arc<Mutex<W>>;
+
+/// Write relayed messages as they come (empty ones carry only SSE metadata: skipped).
+fn relay_lines<W>(out: Out<W>, mut rx: tokio::sync::mpsc::Receiver<Relayed>)
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            if m.bytes.is_empty() {
+                continue;
+            }
+            if write_line(&out, &m.bytes).await.is_err() {
+                return;
+            }
+        }
+    });
+}
 
 /// Serve `input` until EOF. A partial line at EOF is never a message.
 pub async fn serve<R, W>(
@@ -12,17 +39,18 @@ pub async fn serve<R, W>(
     server_id: &str,
     refusal_code: i64,
     input: R,
-    mut output: W,
+    output: W,
 ) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
+    let output: Out<W> = Arc::new(Mutex::new(output));
+    let mut session: Option<Arc<Session>> = None;
     let limit = proxy.limits().max_bytes;
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     let mut overflow = false;
-    let mut initialized = false;
     let credentials = Credentials::default();
     loop {
         let buf = reader.fill_buf().await?;
@@ -46,7 +74,7 @@ where
         let mut l = std::mem::take(&mut line);
         if std::mem::take(&mut overflow) {
             write_line(
-                &mut output,
+                &output,
                 &proxy.malformed().response_bytes().unwrap_or_default(),
             )
             .await?;
@@ -59,9 +87,14 @@ where
             continue;
         }
         let answer = match proxy.parse(&l) {
-            // A client's response: the gate sent no request, so there is nothing to answer, and
-            // a response is never answered (JSON-RPC 2.0 section 5). Dropped, never forwarded.
-            Err(_) if is_response(&l) => None,
+            // A client's response: taken only for a request of the server's that this session
+            // relayed to it; otherwise never answered (JSON-RPC 2.0 section 5) and dropped.
+            Err(_) if is_response(&l) => {
+                if let Some(s) = &session {
+                    let _ = proxy.client_reply(s, &l).await;
+                }
+                None
+            }
             Err(_) => proxy.malformed().response_bytes(),
             Ok(c) => {
                 let method = c.message().method().to_string();
@@ -69,11 +102,12 @@ where
                 // A modern message (per-request `_meta`) needs no initialize; the proxy checks
                 // its version and capabilities.
                 let legacy = crate::era::claim(&c) == crate::era::Claim::Legacy;
-                if !initialized
+                let request = matches!(c.message(), Message::Request { .. });
+                if session.is_none()
                     && legacy
                     && method != "initialize"
                     && method != "ping"
-                    && matches!(c.message(), Message::Request { .. })
+                    && request
                 {
                     // Nothing but initialize and ping before initialize (MCP-LIFE-01).
                     let id = id.map_or_else(|| b"null".to_vec(), |i| i.to_canonical());
@@ -81,17 +115,35 @@ where
                     out.extend_from_slice(&id);
                     out.extend_from_slice(format!(r#","error":{{"code":{refusal_code},"message":"Server not initialized"}}}}"#).as_bytes());
                     Some(out)
-                } else {
-                    let r = proxy.handle_parsed(server_id, &l, &c, &credentials).await;
-                    if r.negotiated.is_some() {
-                        initialized = true;
+                } else if legacy && request && method == "initialize" && session.is_none() {
+                    let (r, opened) = proxy.open_session(server_id, &l, &c, &credentials).await;
+                    if let Some(s) = opened {
+                        // What the server says outside any request, as it comes.
+                        if let Ok(Some(rx)) = proxy.listen(server_id, &s, None).await {
+                            relay_lines(output.clone(), rx);
+                        }
+                        session = Some(s);
                     }
                     r.response_bytes()
+                } else {
+                    let in_session = if legacy { session.as_ref() } else { None };
+                    match proxy
+                        .handle_in(server_id, in_session, &l, &c, &credentials)
+                        .await
+                    {
+                        Answer::Done(r) => r.response_bytes(),
+                        Answer::Stream(_, rx) => {
+                            // Written as it comes, while the next lines (the client's answers
+                            // to the server's requests among them) are read.
+                            relay_lines(output.clone(), rx);
+                            None
+                        }
+                    }
                 }
             }
         };
         if let Some(bytes) = answer {
-            write_line(&mut output, &bytes).await?;
+            write_line(&output, &bytes).await?;
         }
     }
 }
@@ -102,7 +154,8 @@ fn is_response(line: &[u8]) -> bool {
         if !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")))
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(out: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+async fn write_line<W: AsyncWrite + Unpin>(out: &Mutex<W>, bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = out.lock().await;
     out.write_all(bytes).await?;
     out.write_all(b"\n").await?;
     out.flush().await
