@@ -416,3 +416,28 @@ fn resources_and_prompts_are_listed_and_used_under_the_same_rules() {
         "{forwarded:?}"
     );
 }
+
+#[test]
+fn a_call_that_times_out_is_cancelled_downstream() {
+    let gate = start(|cfg| cfg.deadlines.request_ms = 400);
+    let s = session(&post(gate.addr, "", INIT).1);
+    let call = r#"{"jsonrpc":"2.0","id":"slow-1","method":"tools/call","params":{"name":"fault_hang","arguments":{}}}"#;
+    let (_, out) = post(gate.addr, &with_session(&s), call);
+    let answer = messages(&out).pop().unwrap_or_default();
+    assert_eq!(answer["id"], "slow-1", "{out}");
+    assert_eq!(answer["error"]["code"], -32002, "{out}");
+    // GATE-DOWN-04: the downstream is told, naming the request it was sent.
+    let mut cancelled = false;
+    for _ in 0..100 {
+        cancelled = witness_lines(&gate).iter().any(|e| {
+            e["raw"].as_str().is_some_and(|raw| {
+                raw.contains("notifications/cancelled") && raw.contains(r#""requestId":"slow-1""#)
+            })
+        });
+        if cancelled {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(cancelled, "{:?}", witness_lines(&gate));
+}

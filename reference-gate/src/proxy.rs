@@ -4,7 +4,7 @@
 use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
 use crate::config::ErrorCodes;
 use crate::era::{self, Claim};
-use crate::forward::{Event, Forwarder};
+use crate::forward::{Event, ForwardError, Forwarder};
 use crate::policy::{Action, ActionKind, AgentActionRequest, Decision, Engine};
 use crate::relay::{self, RelayCtx, Relayed, Session, Step};
 use crate::trace::{Trace, Tracer};
@@ -707,7 +707,13 @@ impl Proxy {
         let mut events = match downstream {
             Some(d) => match d.send(&bytes, true).await {
                 Ok(events) => events,
-                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
+                Err(e) => {
+                    if matches!(e, ForwardError::Timeout) {
+                        // GATE-DOWN-04: the downstream hears that the request is abandoned.
+                        relay::cancel(&ctx, "timeout");
+                    }
+                    return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
+                }
             },
             None => match self.forwarder.forward(&ctx.server_id, &bytes, true).await {
                 Ok(answer) => {
@@ -722,7 +728,11 @@ impl Proxy {
             },
         };
         loop {
-            let Some(Ok(event)) = events.recv().await else {
+            let event = events.recv().await;
+            if let Some(Err(ForwardError::Timeout)) = &event {
+                relay::cancel(&ctx, "timeout");
+            }
+            let Some(Ok(event)) = event else {
                 if ctx.verbatim {
                     // The relay-verbatim fault: no answer is relayed as it came, empty.
                     return Answer::Done(result(Some(Vec::new()), Handled::Forwarded));

@@ -522,7 +522,7 @@ pub(crate) async fn pump(
 }
 
 /// Tell the downstream the request being relayed is abandoned.
-fn cancel(ctx: &RelayCtx, reason: &str) {
+pub(crate) fn cancel(ctx: &RelayCtx, reason: &str) {
     let (Some(session), Some((id, _))) = (&ctx.session, &ctx.request) else {
         return;
     };

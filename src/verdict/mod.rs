@@ -756,14 +756,24 @@ fn forwarding_problems(
             Event::Tool { .. } => None,
         })
         .filter(|(raw, _, _)| {
-            let method = serde_json::from_str::<Value>(raw)
-                .ok()
+            let value = serde_json::from_str::<Value>(raw).ok();
+            let method = value
+                .as_ref()
                 .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
-            // A gate's own traffic to its downstream: its handshake, and the `tools/list` it
-            // sends at start-up to learn the tools, unless the client asked for one itself.
+            let asked = |m: &str| obs.request_method.as_deref() == Some(m);
+            // A gate's own traffic to its downstream: its handshake, the `tools/list` it sends
+            // at start-up to learn the tools, and the cancellation of the case's own request
+            // when its deadline passed (GATE-DOWN-04) — unless the client sent such a message.
             match method.as_deref() {
                 Some("initialize") | Some("notifications/initialized") => false,
-                Some("tools/list") => obs.request_method.as_deref() == Some("tools/list"),
+                Some("tools/list") => asked("tools/list"),
+                Some("notifications/cancelled") => {
+                    let names_case = value
+                        .as_ref()
+                        .and_then(|v| v.pointer("/params/requestId"))
+                        .is_some_and(|r| Some(r) == obs.request_id.as_ref());
+                    asked("notifications/cancelled") || !names_case
+                }
                 _ => true,
             }
         })
