@@ -203,7 +203,6 @@ struct HttpAnswer {
     status: u16,
     session: Option<String>,
     body: Vec<u8>,
-    sse: bool,
 }
 
 impl HttpForwarder {
@@ -221,89 +220,49 @@ impl HttpForwarder {
 
 impl HttpInner {
     /// POST `body`: in the gate's legacy session, or, with `modern` headers (derived from the
-    /// canonical message), statelessly.
+    /// canonical message), statelessly. The body is the answer: the first message that is one
+    /// (a JSON body is one message), else the first message, else nothing.
     async fn post(
-        &self,
+        self: &std::sync::Arc<Self>,
         body: &[u8],
         session: Option<&str>,
         modern: Option<&[(&'static str, String)]>,
         deadline: Instant,
     ) -> Result<HttpAnswer, ForwardError> {
-        let target = parse_url(&self.url).ok_or(ForwardError::UnknownServer)?;
-        let mut sender = self.connection(&target, deadline).await?;
-        let mut req = Request::post(&target.path)
-            .header("host", &target.authority)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        match modern {
-            Some(headers) => {
-                for (k, v) in headers {
-                    req = req.header(*k, v);
-                }
-            }
+        let headers = match modern {
+            Some(headers) => headers.to_vec(),
             None => {
-                req = req.header("mcp-protocol-version", DOWNSTREAM_VERSION);
+                let mut h = vec![("mcp-protocol-version", DOWNSTREAM_VERSION.to_string())];
                 if let Some(s) = session {
-                    req = req.header("mcp-session-id", s);
+                    h.push(("mcp-session-id", s.to_string()));
                 }
+                h
             }
-        }
-        let req = req
-            .body(Full::new(Bytes::copy_from_slice(body)))
-            .map_err(|_| ForwardError::Unreachable)?;
-        let result = async {
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|_| ForwardError::Unreachable)?;
-            let status = resp.status().as_u16();
-            let session = resp
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let sse = resp
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
-            let mut body = resp.into_body();
-            let mut out = Vec::new();
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|_| ForwardError::Unreachable)?;
-                if let Ok(data) = frame.into_data() {
-                    out.extend_from_slice(&data);
-                    if out.len() > self.deadlines.max_response {
-                        return Err(ForwardError::Oversize);
-                    }
-                    // An SSE stream may stay open after the response: stop at the first answer
-                    // (the connection is then dropped, not reused).
-                    if sse && sse_answer(&out).is_some() {
-                        return Ok(HttpAnswer {
-                            status,
-                            session,
-                            body: out,
-                            sse,
-                        });
-                    }
-                }
-            }
-            // The whole body was read: the connection can serve the next request.
-            if let Ok(mut idle) = self.idle.lock() {
-                if idle.len() < MAX_IDLE {
-                    idle.push(sender);
-                }
-            }
-            Ok(HttpAnswer {
-                status,
-                session,
-                body: out,
-                sse,
-            })
         };
-        tokio::time::timeout_at(deadline, result)
-            .await
-            .map_err(|_| ForwardError::Timeout)?
+        let (status, session, mut events) = self
+            .stream(Method::POST, Some(body), headers, Some(deadline))
+            .await?;
+        let mut first = None;
+        let body = loop {
+            let event = tokio::time::timeout_at(deadline, events.recv())
+                .await
+                .map_err(|_| ForwardError::Timeout)?;
+            match event {
+                Some(Ok(e)) if is_answer(&e.data) => break e.data,
+                Some(Ok(e)) => {
+                    if first.is_none() && !e.data.is_empty() {
+                        first = Some(e.data);
+                    }
+                }
+                Some(Err(e)) => return Err(e),
+                None => break first.unwrap_or_default(),
+            }
+        };
+        Ok(HttpAnswer {
+            status,
+            session,
+            body,
+        })
     }
 
     /// An idle keep-alive connection to the downstream, or a new one.
@@ -339,7 +298,10 @@ impl HttpInner {
         Ok(sender)
     }
 
-    async fn ensure_session(&self, deadline: Instant) -> Result<Option<String>, ForwardError> {
+    async fn ensure_session(
+        self: &std::sync::Arc<Self>,
+        deadline: Instant,
+    ) -> Result<Option<String>, ForwardError> {
         let mut guard = self.session.lock().await;
         if let Some(s) = guard.as_ref() {
             return Ok(s.clone());
@@ -357,26 +319,10 @@ impl HttpInner {
     }
 }
 
-/// The first JSON-RPC response carried in an SSE body.
-fn sse_answer(body: &[u8]) -> Option<Vec<u8>> {
-    let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
-    for event in text.split("\n\n") {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
-            continue;
-        }
-        let joined = data.join("\n");
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&joined) {
-            if v.get("result").is_some() || v.get("error").is_some() {
-                return Some(joined.into_bytes());
-            }
-        }
-    }
-    None
+/// Whether `data` is a JSON-RPC response (a result or an error).
+fn is_answer(data: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(data)
+        .is_ok_and(|v| v.get("result").is_some() || v.get("error").is_some())
 }
 
 impl Forwarder for HttpForwarder {
@@ -413,9 +359,6 @@ impl Forwarder for HttpForwarder {
             };
             if !expects_answer {
                 return Ok(Vec::new());
-            }
-            if answer.sse {
-                return sse_answer(&answer.body).ok_or(ForwardError::BadAnswer);
             }
             Ok(answer.body)
         })
@@ -542,26 +485,18 @@ impl Downstream for HttpSession {
     ) -> BoxFuture<'a, Result<Events, ForwardError>> {
         Box::pin(async move {
             let deadline = Instant::now() + Duration::from_millis(self.inner.deadlines.request_ms);
-            let (mut status, _, mut events) = self
-                .inner
-                .stream(
+            let post = || {
+                self.inner.stream(
                     Method::POST,
                     Some(canonical),
                     self.headers(),
                     Some(deadline),
                 )
-                .await?;
+            };
+            let (mut status, _, mut events) = post().await?;
             if status == 404 && self.current().is_some() {
                 self.reopen(deadline).await?;
-                (status, _, events) = self
-                    .inner
-                    .stream(
-                        Method::POST,
-                        Some(canonical),
-                        self.headers(),
-                        Some(deadline),
-                    )
-                    .await?;
+                (status, _, events) = post().await?;
             }
             match status {
                 200..=299 => Ok(events),
@@ -790,6 +725,32 @@ struct StdioChild {
     stdout: BufReader<tokio::process::ChildStdout>,
 }
 
+/// A stdio server process (killed when dropped), its stdin and its buffered stdout; stderr is
+/// discarded.
+fn spawn_child(
+    command: &[String],
+) -> Result<
+    (
+        tokio::process::Child,
+        tokio::process::ChildStdin,
+        BufReader<tokio::process::ChildStdout>,
+    ),
+    ForwardError,
+> {
+    let (program, args) = command.split_first().ok_or(ForwardError::UnknownServer)?;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|_| ForwardError::Unreachable)?;
+    let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
+    let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
+    Ok((child, stdin, stdout))
+}
+
 /// A stdio downstream: one child process, initialized once, one request at a time; restarted
 /// after any failure.
 pub struct StdioForwarder {
@@ -808,20 +769,7 @@ impl StdioForwarder {
     }
 
     fn spawn(&self) -> Result<StdioChild, ForwardError> {
-        let (program, args) = self
-            .command
-            .split_first()
-            .ok_or(ForwardError::UnknownServer)?;
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|_| ForwardError::Unreachable)?;
-        let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
-        let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
+        let (child, stdin, stdout) = spawn_child(&self.command)?;
         Ok(StdioChild {
             child,
             stdin,
@@ -982,17 +930,7 @@ impl StdioSession {
         deadlines: Deadlines,
         initialize: &[u8],
     ) -> Result<(StdioSession, Vec<u8>), ForwardError> {
-        let (program, args) = command.split_first().ok_or(ForwardError::UnknownServer)?;
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|_| ForwardError::Unreachable)?;
-        let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
-        let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
+        let (child, stdin, stdout) = spawn_child(command)?;
         let routes = std::sync::Arc::new(std::sync::Mutex::new(Routes::default()));
         tokio::spawn(read_routes(stdout, routes.clone(), deadlines.max_response));
         tokio::spawn(sweep(

@@ -5,7 +5,7 @@ use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
 use crate::config::ErrorCodes;
 use crate::era::{self, Claim};
 use crate::forward::{Event, ForwardError, Forwarder};
-use crate::policy::{Action, ActionKind, AgentActionRequest, Decision, Engine};
+use crate::policy::{ActionKind, AgentActionRequest, Decision, Engine};
 use crate::relay::{self, RelayCtx, Relayed, Session, Step};
 use crate::trace::{Trace, Tracer};
 use std::fmt;
@@ -454,14 +454,7 @@ impl Proxy {
             relay_any_request: self.faults.relay_server_requests,
         };
         let allows = |kind: ActionKind, subject: &str| {
-            let action = Action {
-                kind,
-                subject: subject.to_string(),
-            };
-            matches!(
-                self.engine.decide_action(server_id, &action),
-                Ok(Decision::Allow)
-            )
+            relay::allowed(self.engine.as_ref(), server_id, kind, subject)
         };
         let denied = || {
             Answer::Done(done(
@@ -654,29 +647,14 @@ impl Proxy {
         let Some(downstream) = session.and_then(|s| s.downstream()) else {
             return;
         };
+        let engine = self.engine.as_ref();
         let allowed = match method {
             "notifications/initialized" => false,
             "notifications/cancelled" | "notifications/progress" => true,
             "notifications/roots/list_changed" => {
-                let action = Action {
-                    kind: ActionKind::ServerRequest,
-                    subject: "roots/list".into(),
-                };
-                matches!(
-                    self.engine.decide_action(server_id, &action),
-                    Ok(Decision::Allow)
-                )
+                relay::allowed(engine, server_id, ActionKind::ServerRequest, "roots/list")
             }
-            other => {
-                let action = Action {
-                    kind: ActionKind::Method,
-                    subject: other.to_string(),
-                };
-                matches!(
-                    self.engine.decide_action(server_id, &action),
-                    Ok(Decision::Allow)
-                )
-            }
+            other => relay::allowed(engine, server_id, ActionKind::Method, other),
         };
         if allowed {
             if let Ok(mut rx) = downstream.send(c.forwarding_bytes(), false).await {
@@ -780,13 +758,11 @@ impl Proxy {
             return self.open_locally(server_id, raw, c, credentials).await;
         };
         let allows = |method: &str| {
-            let action = Action {
-                kind: ActionKind::ServerRequest,
-                subject: method.to_string(),
-            };
-            matches!(
-                self.engine.decide_action(server_id, &action),
-                Ok(Decision::Allow)
+            relay::allowed(
+                self.engine.as_ref(),
+                server_id,
+                ActionKind::ServerRequest,
+                method,
             )
         };
         let client_caps = c.message().param("capabilities");

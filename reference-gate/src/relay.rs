@@ -225,16 +225,26 @@ pub(crate) fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> 
 pub(crate) const MSG_DOWNSTREAM: &str = "Downstream server failed";
 const MSG_REFUSED: &str = "Request denied by policy";
 
+/// Whether the engine allows an action; an engine error denies.
+pub(crate) fn allowed(
+    engine: &dyn Engine,
+    server_id: &str,
+    kind: ActionKind,
+    subject: &str,
+) -> bool {
+    let action = Action {
+        kind,
+        subject: subject.to_string(),
+    };
+    matches!(
+        engine.decide_action(server_id, &action),
+        Ok(Decision::Allow)
+    )
+}
+
 impl RelayCtx {
     fn allows(&self, kind: ActionKind, subject: &str) -> bool {
-        let action = Action {
-            kind,
-            subject: subject.to_string(),
-        };
-        matches!(
-            self.engine.decide_action(&self.server_id, &action),
-            Ok(Decision::Allow)
-        )
+        allowed(self.engine.as_ref(), &self.server_id, kind, subject)
     }
 
     /// The downstream-failure answer for the request being relayed.
