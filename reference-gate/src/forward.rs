@@ -1137,3 +1137,35 @@ impl Downstream for StdioSession {
         &self.version
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_come_whole_with_their_ids_and_bounded() {
+        let mut r = SseReader {
+            buf: Vec::new(),
+            max: 64,
+        };
+        // A priming event (id and retry, empty data), then a message split across chunks and
+        // CRLF line ends, a comment, and a two-line data field.
+        let mut got = r
+            .push(b"id: e1\r\nretry: 500\r\ndata:\r\n\r\nevent: mess")
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            (got[0].id.as_deref(), got[0].retry),
+            (Some("e1"), Some(500))
+        );
+        assert!(got[0].data.is_empty());
+        got = r
+            .push(b"age\nid: e2\n: a comment\ndata: {\"a\":\ndata: 1}\n\n")
+            .unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].id.as_deref(), Some("e2"));
+        assert_eq!(got[0].data, b"{\"a\":\n1}");
+        // An event that never ends is cut at the bound.
+        assert!(matches!(r.push(&[b'x'; 65]), Err(ForwardError::Oversize)));
+    }
+}
