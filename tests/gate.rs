@@ -415,6 +415,34 @@ fn resources_and_prompts_are_listed_and_used_under_the_same_rules() {
             .any(|r| r.contains(r#""uri":"test://public/readme""#)),
         "{forwarded:?}"
     );
+    // Each use was decided once and traced, with its kind.
+    let traces: Vec<serde_json::Value> = std::fs::read_to_string(&gate.trace)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let decided = |kind: &str, subject: &str, verdict: &str| {
+        traces
+            .iter()
+            .filter(|t| t["kind"] == kind && t["tool"] == subject && t["verdict"] == verdict)
+            .count()
+    };
+    assert_eq!(
+        decided("resource", "test://secret/key", "deny"),
+        1,
+        "{traces:?}"
+    );
+    assert_eq!(
+        decided("resource", "test://public/readme", "allow"),
+        1,
+        "{traces:?}"
+    );
+    assert_eq!(decided("prompt", "greet", "allow"), 1, "{traces:?}");
+    assert_eq!(
+        decided("method", "logging/setLevel", "deny"),
+        1,
+        "{traces:?}"
+    );
 }
 
 #[test]

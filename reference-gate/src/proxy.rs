@@ -453,8 +453,23 @@ impl Proxy {
             verbatim: self.faults.relay_downstream_verbatim,
             relay_any_request: self.faults.relay_server_requests,
         };
+        // Each use of a resource, prompt or method is decided once and traced.
         let allows = |kind: ActionKind, subject: &str| {
-            relay::allowed(self.engine.as_ref(), server_id, kind, subject)
+            let allowed = relay::allowed(self.engine.as_ref(), server_id, kind, subject);
+            self.tracer.record(&Trace {
+                decision_id: &decision,
+                server: server_id,
+                tool: bounded(subject),
+                kind: Some(match kind {
+                    ActionKind::Resource => "resource",
+                    ActionKind::Prompt => "prompt",
+                    ActionKind::Method => "method",
+                    ActionKind::ServerRequest => "server_request",
+                }),
+                principal: credentials.principal.as_deref(),
+                verdict: if allowed { "allow" } else { "deny" },
+            });
+            allowed
         };
         let denied = || {
             Answer::Done(done(
@@ -1048,6 +1063,7 @@ impl Proxy {
             decision_id: decision,
             server: server_id,
             tool: &call.name,
+            kind: None,
             principal: credentials.principal.as_deref(),
             verdict: match verdict {
                 Decision::Allow => "allow",
@@ -1099,4 +1115,14 @@ impl Proxy {
             _ => (failed, None),
         }
     }
+}
+
+/// At most 256 bytes of `s` (on a character boundary): what a trace line keeps of a subject the
+/// client chose.
+fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(256);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }

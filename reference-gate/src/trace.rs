@@ -10,7 +10,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub struct Trace<'a> {
     pub decision_id: &'a str,
     pub server: &'a str,
+    /// What was decided on: the tool, or for other kinds the resource URI (normalized), the
+    /// prompt, or the method.
     pub tool: &'a str,
+    /// Absent for a tool call; `resource`, `prompt` or `method` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'a str>,
     pub principal: Option<&'a str>,
     pub verdict: &'a str,
 }
