@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 const MAX_EVENT_IDS: usize = 4096;
 /// Most server-to-client requests outstanding per session.
 const MAX_OUTGOING: usize = 256;
+/// Most streamed requests remembered per session for a resumed answer.
+const MAX_PENDING: usize = 256;
 
 /// Gate-owned ids of server-to-client requests: unique across every session of this process.
 static NEXT_OUTGOING: AtomicU64 = AtomicU64::new(1);
@@ -134,9 +136,13 @@ impl Session {
             .map(|(g, _)| g.clone())
     }
 
+    /// Remember a request whose answer may come on a resumed stream (at most `MAX_PENDING`;
+    /// past that, a resumed answer is not relayed).
     pub(crate) fn add_pending(&self, id: &Id, method: &str) {
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id.clone(), method.to_string());
+            if p.len() < MAX_PENDING || p.contains_key(id) {
+                p.insert(id.clone(), method.to_string());
+            }
         }
     }
 
