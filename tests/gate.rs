@@ -395,6 +395,12 @@ fn resources_and_prompts_are_listed_and_used_under_the_same_rules() {
     );
     let greet = ask(r#"{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"greet"}}"#);
     assert!(greet["result"]["messages"].is_array(), "{greet}");
+    // A completion is judged on the same one spelling of the URI: dot segments are refused
+    // before any decision.
+    let completion = ask(
+        r#"{"jsonrpc":"2.0","id":8,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"test://public/../secret/key"},"argument":{"name":"x","value":""}}}"#,
+    );
+    assert_eq!(completion["error"]["code"], -32602, "{completion}");
     // No rule allows logging/setLevel: it does not exist here.
     let level =
         ask(r#"{"jsonrpc":"2.0","id":7,"method":"logging/setLevel","params":{"level":"info"}}"#);

@@ -87,6 +87,16 @@ pub trait Downstream: Send + Sync + 'static {
         expects_answer: bool,
     ) -> BoxFuture<'a, Result<Events, ForwardError>>;
 
+    /// Send a message that gets no answer (a notification, a response to a server request),
+    /// waiting until the downstream took it.
+    fn deliver<'a>(&'a self, canonical: &'a [u8]) -> BoxFuture<'a, Result<(), ForwardError>> {
+        Box::pin(async move {
+            let mut taken = self.send(canonical, false).await?;
+            while taken.recv().await.is_some() {}
+            Ok(())
+        })
+    }
+
     /// The server's own stream (HTTP GET), resuming after `last_event_id` (a downstream event
     /// id). `Ok(None)`: the downstream offers none.
     fn listen<'a>(
@@ -403,8 +413,7 @@ impl Forwarder for HttpForwarder {
                 version,
                 init: initialize.to_vec(),
             };
-            let mut done = downstream.send(INITIALIZED, false).await?;
-            while done.recv().await.is_some() {}
+            downstream.deliver(INITIALIZED).await?;
             let downstream: std::sync::Arc<dyn Downstream> = std::sync::Arc::new(downstream);
             Ok(Some((downstream, answer.0)))
         })
@@ -463,7 +472,8 @@ impl HttpSession {
         if let Ok(mut s) = self.session.lock() {
             *s = session;
         }
-        let (_, _, mut done) = self
+        // Straight to the stream, not through `send`: a 404 here must not reopen again.
+        let (_, _, mut taken) = self
             .inner
             .stream(
                 Method::POST,
@@ -472,7 +482,7 @@ impl HttpSession {
                 Some(deadline),
             )
             .await?;
-        while done.recv().await.is_some() {}
+        while taken.recv().await.is_some() {}
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ use crate::config::ErrorCodes;
 use crate::era::{self, Claim};
 use crate::forward::{Event, ForwardError, Forwarder};
 use crate::policy::{ActionKind, AgentActionRequest, Decision, Engine};
-use crate::relay::{self, RelayCtx, Relayed, Session, Step};
+use crate::relay::{self, error_bytes, RelayCtx, Relayed, Session, Step, MSG_DOWNSTREAM};
 use crate::trace::{Trace, Tracer};
 use std::fmt;
 use std::sync::Arc;
@@ -168,8 +168,6 @@ pub struct Proxy {
     faults: Faults,
 }
 
-use relay::error_bytes;
-
 fn result_bytes(id: &Id, result: &str) -> Vec<u8> {
     let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
     out.extend_from_slice(&id.to_canonical());
@@ -180,7 +178,6 @@ fn result_bytes(id: &Id, result: &str) -> Vec<u8> {
 /// Fixed messages: nothing else ever reaches a client.
 const MSG_MALFORMED: &str = "Invalid Request";
 const MSG_DENIED: &str = "Request denied by policy";
-use relay::MSG_DOWNSTREAM;
 const MSG_NO_METHOD: &str = "Method not found";
 const MSG_HEADER_MISMATCH: &str = "Header mismatch";
 const MSG_UNSUPPORTED: &str = "Unsupported protocol version";
@@ -617,10 +614,12 @@ impl Proxy {
                         .and_then(|r| r.get("name"))
                         .and_then(Json::as_str)
                         .map(|n| (ActionKind::Prompt, n.to_string())),
+                    // The same one spelling of the URI as a read (a template's braces stay).
                     Some("ref/resource") => r
                         .and_then(|r| r.get("uri"))
                         .and_then(Json::as_str)
-                        .map(|u| (ActionKind::Resource, u.to_string())),
+                        .and_then(relay::normalize_uri)
+                        .map(|u| (ActionKind::Resource, u)),
                     _ => None,
                 };
                 match subject {
@@ -672,9 +671,8 @@ impl Proxy {
             other => relay::allowed(engine, server_id, ActionKind::Method, other),
         };
         if allowed {
-            if let Ok(mut rx) = downstream.send(c.forwarding_bytes(), false).await {
-                while rx.recv().await.is_some() {}
-            }
+            // Best effort: a notification has no answer to fail with.
+            let _ = downstream.deliver(c.forwarding_bytes()).await;
         }
     }
 
@@ -826,30 +824,33 @@ impl Proxy {
             .lock()
             .ok()
             .and_then(|c| c.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()));
-        if let Some((version, out)) = cached {
+        let answered = |version: String, out: Vec<(String, Json)>, session: Arc<Session>| {
             let answer = canonical::CanonicalReply::new(canonical::Reply {
                 id: id.clone(),
                 outcome: canonical::Outcome::Result(out),
             });
+            let r = ProxyResult {
+                bytes: Some(answer.forwarding_bytes().to_vec()),
+                handled: Handled::Forwarded,
+                decision_id: decision.clone(),
+                negotiated: Some(version),
+                modern: false,
+            };
+            (r, Some(session))
+        };
+        if let Some((version, out)) = cached {
             let session = Session::lazy(relay::Opener {
                 forwarder: self.forwarder.clone(),
                 server_id: server_id.to_string(),
                 init: init.forwarding_bytes().to_vec(),
                 version: version.clone(),
             });
-            let r = ProxyResult {
-                bytes: Some(answer.forwarding_bytes().to_vec()),
-                handled: Handled::Forwarded,
-                decision_id: decision,
-                negotiated: Some(version),
-                modern: false,
-            };
-            return (r, Some(session));
+            return answered(version, out, session);
         }
-        let failed = |decision: String| ProxyResult {
+        let failed = || ProxyResult {
             bytes: Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
             handled: Handled::DownstreamFailed,
-            decision_id: decision,
+            decision_id: decision.clone(),
             negotiated: None,
             modern: false,
         };
@@ -860,29 +861,39 @@ impl Proxy {
         {
             Ok(Some(opened)) => opened,
             Ok(None) => return self.open_locally(server_id, raw, c, credentials).await,
-            Err(_) => return (failed(decision), None),
+            Err(_) => return (failed(), None),
         };
-        let reply = match canonical::parse_incoming(&answer, &self.downstream_limits()) {
-            Ok(canonical::Incoming::Reply(r)) if &r.reply().id == id => r,
-            _ => {
-                tokio::spawn(async move { downstream.close().await });
-                return (failed(decision), None);
+        let Some((version, out)) = self.initialize_result(&answer, id) else {
+            tokio::spawn(async move { downstream.close().await });
+            return (failed(), None);
+        };
+        if let Ok(mut cache) = self.answers.lock() {
+            if cache.len() >= MAX_CACHED_ANSWERS {
+                cache.remove(0);
             }
+            cache.push((key, (version.clone(), out.clone())));
+        }
+        answered(version, out, Session::new(Some(downstream)))
+    }
+
+    /// The downstream's answer to the client's `initialize` (`id`), as the client is given it:
+    /// a result agreeing to a legacy version the gate speaks, its capabilities narrowed to what
+    /// the gate relays (tools, resources, prompts, logging, completions), with the server's
+    /// `serverInfo` and `instructions`. `None` for anything else.
+    fn initialize_result(&self, answer: &[u8], id: &Id) -> Option<(String, Vec<(String, Json)>)> {
+        let reply = match canonical::parse_incoming(answer, &self.downstream_limits()) {
+            Ok(canonical::Incoming::Reply(r)) if &r.reply().id == id => r,
+            _ => return None,
         };
         let canonical::Outcome::Result(result) = &reply.reply().outcome else {
-            tokio::spawn(async move { downstream.close().await });
-            return (failed(decision), None);
+            return None;
         };
         let result = Json::Object(result.clone());
-        let version = result.get("protocolVersion").and_then(Json::as_str);
-        let Some(version) = version
-            .filter(|v| self.speaks_legacy(v))
-            .map(str::to_string)
-        else {
-            tokio::spawn(async move { downstream.close().await });
-            return (failed(decision), None);
-        };
-        // What the server offers, as far as the gate passes it: the capabilities it relays.
+        let version = result
+            .get("protocolVersion")
+            .and_then(Json::as_str)
+            .filter(|v| self.speaks_legacy(v))?
+            .to_string();
         let mut server_caps = Vec::new();
         if let Some(Json::Object(offered)) = result.get("capabilities") {
             for (k, v) in offered {
@@ -901,24 +912,7 @@ impl Proxy {
                 out.push((key.to_string(), v.clone()));
             }
         }
-        if let Ok(mut cache) = self.answers.lock() {
-            if cache.len() >= MAX_CACHED_ANSWERS {
-                cache.remove(0);
-            }
-            cache.push((key, (version.clone(), out.clone())));
-        }
-        let answer = canonical::CanonicalReply::new(canonical::Reply {
-            id: id.clone(),
-            outcome: canonical::Outcome::Result(out),
-        });
-        let r = ProxyResult {
-            bytes: Some(answer.forwarding_bytes().to_vec()),
-            handled: Handled::Forwarded,
-            decision_id: decision,
-            negotiated: Some(version),
-            modern: false,
-        };
-        (r, Some(Session::new(Some(downstream))))
+        Some((version, out))
     }
 
     /// A session without a downstream of its own: `initialize` answered by the gate.
@@ -953,12 +947,10 @@ impl Proxy {
             Err(_) => return Err(Refusal::Downstream),
         };
         let bytes = reply.with_id(original);
-        let mut rx = downstream
-            .send(bytes.forwarding_bytes(), false)
+        downstream
+            .deliver(bytes.forwarding_bytes())
             .await
-            .map_err(|_| Refusal::Downstream)?;
-        while rx.recv().await.is_some() {}
-        Ok(())
+            .map_err(|_| Refusal::Downstream)
     }
 
     /// The server's own stream for this session, resuming after an event id the client was

@@ -394,11 +394,7 @@ impl RelayCtx {
         let Some(gate_id) = gate_id else {
             // Refused: the downstream hears so, the client never sees it (GATE-DOWN-05).
             let refusal = error_bytes(Some(id), self.codes.denied, MSG_REFUSED);
-            tokio::spawn(async move {
-                if let Ok(mut rx) = downstream.send(&refusal, false).await {
-                    while rx.recv().await.is_some() {}
-                }
-            });
+            tokio::spawn(async move { downstream.deliver(&refusal).await });
             return Step::Drop;
         };
         let params = c.message().params().cloned();
@@ -550,11 +546,7 @@ pub(crate) fn cancel(ctx: &RelayCtx, reason: &str) {
         r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"reason":"{reason}","requestId":{id}}}}}"#
     )
     .into_bytes();
-    tokio::spawn(async move {
-        if let Ok(mut rx) = downstream.send(&bytes, false).await {
-            while rx.recv().await.is_some() {}
-        }
-    });
+    tokio::spawn(async move { downstream.deliver(&bytes).await });
 }
 
 /// The one spelling of a resource URI the policy judges and the downstream receives, or `None`
