@@ -177,10 +177,10 @@ pub fn embedded(
         plain_lane(
             TransportKind::Stdio,
             Profile::Server,
-            Endpoint::Stdio {
-                command: stdio_witness_command(exe, Personality::Strict),
-                log_dir: Some(tmp.to_path_buf()),
-            },
+            Endpoint::stdio(
+                stdio_witness_command(exe, Personality::Strict),
+                Some(tmp.to_path_buf()),
+            ),
             None,
         ),
     ];
@@ -252,10 +252,7 @@ pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Pers
     plain_lane(
         TransportKind::Stdio,
         Profile::Gate,
-        Endpoint::Stdio {
-            command,
-            log_dir: Some(tmp.to_path_buf()),
-        },
+        Endpoint::stdio(command, Some(tmp.to_path_buf())),
         None,
     )
     .behind(personality)
@@ -446,10 +443,7 @@ pub fn resolve(
             )
         }
         Target::Stdio { command } => {
-            let endpoint = Endpoint::Stdio {
-                command: command.clone(),
-                log_dir: None,
-            };
+            let endpoint = Endpoint::stdio(command.clone(), None);
             (
                 vec![plain_lane(TransportKind::Stdio, profile, endpoint, None)],
                 format!("stdio: {command}"),

@@ -126,9 +126,10 @@ struct ExchangeArgs {
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
     case_timeout: u64,
-    /// stdio: milliseconds to keep reading for a case's answer after the barrier ping was answered
-    /// first (servers that answer concurrently).
-    #[arg(long, default_value_t = 1000)]
+    /// stdio: the most milliseconds to keep reading for a case's answer after the barrier was
+    /// answered first. The window itself is learned per target (at least 250 ms, longer for
+    /// servers seen answering late or slowly, and for large cases); it ends when the answer is in.
+    #[arg(long, default_value_t = 5000)]
     settle_ms: u64,
 }
 
@@ -255,6 +256,12 @@ struct RunArgs {
     /// Write this run's failures as a baseline to FILE (YAML for .yaml/.yml, JSON otherwise).
     #[arg(long)]
     write_baseline: Option<PathBuf>,
+    /// How many trials run at once (default: the number of cores). Each stdio trial is its own
+    /// process and each HTTP trial its own connection and session, so the report is the same
+    /// whatever N; `--jobs 1` for a target that cannot take several sessions at once. (libtest's
+    /// `-- --test-threads N` still works, and wins.)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
     /// Run only shard K of N (1-based), e.g. `--shard 2/4`, to split a run across CI jobs.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
@@ -460,6 +467,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         write_baseline: args.write_baseline,
         shard: args.shard,
         libtest_args: args.libtest,
+        jobs: args.jobs.map(usize::from),
         self_exe: None,
     };
     let outcome = run::run(opts)?;

@@ -85,6 +85,9 @@ pub struct RunOptions {
     pub shard: Option<(usize, usize)>,
     /// Arguments for libtest (after `--`).
     pub libtest_args: Vec<String>,
+    /// How many trials run at once (`--jobs`; libtest's `--test-threads` in `libtest_args`
+    /// wins). `None`: as many as the machine has cores.
+    pub jobs: Option<usize>,
     /// The program to run as the stdio witness for the embedded default (normally this binary).
     pub self_exe: Option<PathBuf>,
     /// HTTP targets: how to restart the target after a case killed it (`sh -c`).
@@ -108,6 +111,7 @@ impl Default for RunOptions {
             write_baseline: None,
             shard: None,
             libtest_args: Vec::new(),
+            jobs: None,
             self_exe: None,
             restart_cmd: None,
         }
@@ -194,11 +198,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 && case.applies_to_profile(lane.profile)
                 && case.applies_to_version(&settings.spec_version)
                 && !(case.spec.stateful && lane.stateless);
+            let ordinal = trials.len();
             let case = case.clone();
             let name = case.id.clone();
             let kind = lane.kind.clone();
             if !applies {
-                collector.push(lane.record(&case, None, 0));
+                collector.push(ordinal, lane.record(&case, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -227,7 +232,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                             status: Status::Warn,
                             message: why.clone(),
                         });
-                        collector.push(record);
+                        collector.push(ordinal, record);
                         return Ok(Completion::ignored_with(why));
                     }
                     if Instant::now() > global_deadline {
@@ -239,7 +244,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                             status: Status::Fail,
                             message: msg.into(),
                         });
-                        collector.push(record);
+                        collector.push(ordinal, record);
                         return Err(Failed::from(msg));
                     }
                     let check_alive = case
@@ -321,7 +326,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                         }
                         (Status::Warn | Status::Pass, false) => Ok(()),
                     };
-                    collector.push(record);
+                    collector.push(ordinal, record);
                     result.map(|()| Completion::Completed)
                 })
                 .with_kind(kind),
@@ -329,9 +334,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         }
     }
 
-    let args = Arguments::from_iter(
+    let mut args = Arguments::from_iter(
         std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()),
     );
+    if args.test_threads.is_none() {
+        args.test_threads = opts.jobs.map(|n| n.max(1));
+    }
     let listing = args.list;
     let conclusion = libtest_mimic::run(&args, trials);
     restarts.stop();

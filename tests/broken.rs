@@ -175,3 +175,40 @@ fn every_case_can_fail() {
         never.join("\n  ")
     );
 }
+
+/// A stdio server that answers a tool call after its barrier (the `late` mode: 40 ms after, as
+/// SDKs that run each request in a task do) is judged as if it answered in time: the settle
+/// window learned from the order probe covers the lag. Capped below the lag (`--settle-ms 10`),
+/// the same run misses those answers, which shows the comparison can fail.
+#[test]
+fn late_answers_are_still_judged() {
+    let failing = |broken: &str, settle: &str| -> BTreeSet<String> {
+        let cmd = stdio_witness_command(&[broken]);
+        let args = [
+            "--stdio",
+            cmd.as_str(),
+            "--spec",
+            "2025-11-25",
+            "--settle-ms",
+            settle,
+        ];
+        let (_, report) = run_with_report(&args, &["encoding/"]);
+        report
+            .results
+            .into_iter()
+            .filter(|t| t.verdict == "fail")
+            .map(|t| t.id)
+            .collect()
+    };
+    let on_time = failing("lax-json", "5000");
+    assert!(
+        on_time.len() >= 3,
+        "lax-json fails encoding cases: {on_time:?}"
+    );
+    assert_eq!(failing("lax-json,late", "5000"), on_time);
+    let cut_short = failing("lax-json,late", "10");
+    assert!(
+        cut_short.is_subset(&on_time) && cut_short.len() < on_time.len(),
+        "a window shorter than the lag misses late answers: {cut_short:?} of {on_time:?}"
+    );
+}

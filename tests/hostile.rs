@@ -140,10 +140,7 @@ async fn a_body_that_never_finishes_ends_at_the_deadline() {
 }
 
 async fn run_stdio(command: &str) -> Observation {
-    let endpoint = Endpoint::Stdio {
-        command: command.into(),
-        log_dir: None,
-    };
+    let endpoint = Endpoint::stdio(command, None);
     run_case(&ping_case("initialized"), &endpoint, &quick(), None, true).await
 }
 

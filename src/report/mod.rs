@@ -78,24 +78,30 @@ impl Record {
     }
 }
 
-/// Records collected by trials running on several threads.
+/// Records collected by trials running on several threads (`--jobs`), each pushed with its
+/// trial's ordinal so that the order of the records does not depend on which trial ended first.
 #[derive(Debug, Clone, Default)]
 pub struct Collector {
-    inner: Arc<Mutex<Vec<Record>>>,
+    inner: Arc<Mutex<Vec<(usize, Record)>>>,
 }
 
 impl Collector {
-    pub fn push(&self, r: Record) {
+    /// Keep `r`, the record of the trial numbered `ordinal` in the order the run listed them.
+    pub fn push(&self, ordinal: usize, r: Record) {
         if let Ok(mut v) = self.inner.lock() {
-            v.push(r);
+            v.push((ordinal, r));
         }
     }
 
-    /// All records, sorted by case id then transport.
+    /// All records, sorted by case id, profile and transport, then in the order the run listed
+    /// their trials (lanes in order, each version's lanes after the previous version's): the
+    /// same order whatever the number of jobs.
     pub fn records(&self) -> Vec<Record> {
         let mut v = self.inner.lock().map(|v| v.clone()).unwrap_or_default();
-        v.sort_by(|a, b| (&a.id, a.profile, a.transport).cmp(&(&b.id, b.profile, b.transport)));
-        v
+        v.sort_by(|(i, a), (j, b)| {
+            (&a.id, a.profile, a.transport, i).cmp(&(&b.id, b.profile, b.transport, j))
+        });
+        v.into_iter().map(|(_, r)| r).collect()
     }
 }
 

@@ -2,6 +2,7 @@
 //! bytes, the answer, the witness's record, and the alive probe, all before their deadlines.
 
 use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
+use super::pacing::{Order, Pacing, Probed};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
 use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
@@ -29,7 +30,20 @@ pub enum Endpoint {
     Stdio {
         command: String,
         log_dir: Option<std::path::PathBuf>,
+        /// What the run learned about how the target orders its answers (the settle window).
+        pacing: std::sync::Arc<Pacing>,
     },
+}
+
+impl Endpoint {
+    /// A stdio target started with `command` for every case (see [`Endpoint::Stdio`]).
+    pub fn stdio(command: impl Into<String>, log_dir: Option<std::path::PathBuf>) -> Endpoint {
+        Endpoint::Stdio {
+            command: command.into(),
+            log_dir,
+            pacing: std::sync::Arc::default(),
+        }
+    }
 }
 
 /// Settings that do not change from case to case.
@@ -42,8 +56,9 @@ pub struct Settings {
     pub extra_headers: Vec<(String, String)>,
     pub case_timeout: Duration,
     pub probe_timeout: Duration,
-    /// stdio: how long to keep reading after the barrier ping's answer when the case's request
-    /// has not been answered yet (servers that answer concurrently may answer the barrier first).
+    /// stdio: the longest the runner keeps reading after the barrier's answer when the case's
+    /// request has not been answered yet (servers that answer concurrently may answer the
+    /// barrier first); the window itself is learned per target (`pacing`).
     pub settle: Duration,
     pub denied_tool: String,
     pub allowed_tool: String,
@@ -79,7 +94,7 @@ impl Default for Settings {
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(5),
-            settle: Duration::from_millis(1000),
+            settle: Duration::from_millis(5000),
             denied_tool: crate::witness::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
             canary_log: None,
@@ -139,16 +154,17 @@ pub async fn run_case(
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
     let mut obs = match endpoint {
         Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
-        Endpoint::Stdio { command, log_dir } => {
-            run_stdio(
-                case,
+        Endpoint::Stdio {
+            command,
+            log_dir,
+            pacing,
+        } => {
+            let target = StdioTarget {
                 command,
-                log_dir.as_deref(),
-                settings,
-                witness,
-                check_alive,
-            )
-            .await
+                log_dir: log_dir.as_deref(),
+                pacing,
+            };
+            run_stdio(case, &target, settings, witness, check_alive).await
         }
     };
     obs.elapsed = started.elapsed();
@@ -715,14 +731,21 @@ async fn read_until_answer(
     }
 }
 
+/// A stdio endpoint, borrowed for one case.
+struct StdioTarget<'a> {
+    command: &'a str,
+    log_dir: Option<&'a std::path::Path>,
+    pacing: &'a Pacing,
+}
+
 async fn run_stdio(
     case: &Case,
-    command: &str,
-    log_dir: Option<&std::path::Path>,
+    target: &StdioTarget<'_>,
     settings: &Settings,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
+    let (command, log_dir) = (target.command, target.log_dir);
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
     let deadline = Instant::now()
@@ -804,6 +827,7 @@ async fn run_stdio(
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
     }
+    let body_len = body.len();
     proc.send(body).await;
     if req.close_input {
         proc.close_input().await;
@@ -872,8 +896,16 @@ async fn run_stdio(
         // answer: a lenient server may repair it and run it asynchronously, answering after the
         // barrier, and that late answer is exactly the failure to catch.
         if answer.is_some() && obs.expects_response && !answered {
-            // The barrier was answered first: give the case's own answer a bounded moment.
-            let settle = (Instant::now() + settings.settle).min(deadline);
+            // The barrier was answered first: give the case's own answer a bounded moment, as
+            // long as this target's order of answers calls for (`pacing`).
+            let probed = target
+                .pacing
+                .probed(order_probe(target.command, settings))
+                .await;
+            let window = target.pacing.window(probed, body_len, settings.settle);
+            let settle_from = Instant::now();
+            let settle = (Instant::now() + window).min(deadline);
+            let mut late = None;
             while let Ok(line) = proc.read_line(settle).await {
                 if line == Line::Eof {
                     break;
@@ -882,8 +914,12 @@ async fn run_stdio(
                     .is_some_and(|v| v.get("result").is_some() || v.get("error").is_some()));
                 lines.push(line);
                 if is_answer {
+                    late = Some(settle_from.elapsed());
                     break;
                 }
+            }
+            if let Some(lag) = late {
+                target.pacing.saw_late(lag);
             }
         }
         if let Some(status) = proc.exit_status() {
@@ -1090,6 +1126,97 @@ async fn stdio_probe(command: &str, request: &Value, id: &str, wait: Duration) -
     proc.kill().await;
     let _ = std::fs::remove_file(&log);
     answer
+}
+
+/// The order probe (see `pacing`): a fresh process of `command` gets, four times, a
+/// `tools/call` of the allowed tool and a barrier request in one write, and is watched for which
+/// it answers first and how long the pair takes. Spoken in the version of `settings`.
+pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
+    const ROUNDS: usize = 4;
+    let log = std::env::temp_dir().join(format!(
+        "mcp-gauntlet-order-{}-{:016x}.jsonl",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let command = command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
+    let Ok(mut proc) = StdioCommand::parse(&command).and_then(|c| StdioProcess::spawn(&c)) else {
+        return Probed::UNKNOWN;
+    };
+    let deadline = Instant::now() + settings.probe_timeout;
+    let modern = versions::is_modern(&settings.spec_version);
+    let mut order = Order::Unknown;
+    let mut pace = Duration::ZERO;
+    let ready = if modern {
+        true
+    } else {
+        proc.send(line_body(&initialize_request(&settings.spec_version)))
+            .await;
+        let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
+        proc.send(line_body(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ))
+        .await;
+        answer.is_some_and(|a| a.get("result").is_some())
+    };
+    for round in 0..ROUNDS {
+        if !ready {
+            break;
+        }
+        let (call_id, barrier_id) = (
+            format!("gauntlet-order-call-{round}"),
+            format!("gauntlet-order-barrier-{round}"),
+        );
+        let mut call = json!({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+            "params": {"name": settings.allowed_tool, "arguments": {"text": "order probe"}}});
+        if modern {
+            versions::add_meta(&mut call, &settings.spec_version);
+        }
+        let barrier = own_request(settings, &barrier_id, liveness_method(settings));
+        let mut bytes = serde_json::to_vec(&call).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes.extend(serde_json::to_vec(&barrier).unwrap_or_default());
+        bytes.push(b'\n');
+        let sent = Instant::now();
+        proc.send(Body::from_bytes(bytes)).await;
+        // (call answered, barrier answered) instants, in the order they were read.
+        let (mut call_at, mut barrier_at) = (None, None);
+        while call_at.is_none() || barrier_at.is_none() {
+            match proc.read_line(deadline).await {
+                Ok(Line::Text(t)) => {
+                    let id = serde_json::from_slice::<Value>(&t)
+                        .ok()
+                        .filter(|v| v.get("result").is_some() || v.get("error").is_some())
+                        .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string));
+                    match id {
+                        Some(id) if id == call_id => call_at = Some(Instant::now()),
+                        Some(id) if id == barrier_id => barrier_at = Some(Instant::now()),
+                        _ => {}
+                    }
+                }
+                Ok(Line::TooLong(_)) => {}
+                Ok(Line::Eof) | Err(_) => break,
+            }
+        }
+        let (Some(call_at), Some(barrier_at)) = (call_at, barrier_at) else {
+            break;
+        };
+        if round > 0 {
+            pace = pace.max(call_at.max(barrier_at) - sent);
+        }
+        order = match order {
+            Order::Concurrent { lag } if call_at > barrier_at => Order::Concurrent {
+                lag: lag.max(call_at - barrier_at),
+            },
+            Order::Concurrent { lag } => Order::Concurrent { lag },
+            _ if call_at > barrier_at => Order::Concurrent {
+                lag: call_at - barrier_at,
+            },
+            _ => Order::InOrder,
+        };
+    }
+    proc.kill().await;
+    let _ = std::fs::remove_file(&log);
+    Probed { order, pace }
 }
 
 /// The known versions a `server/discover` answer (a result, or an unsupported-version error)

@@ -9,6 +9,7 @@
 
 pub mod exchange;
 pub mod http;
+pub mod pacing;
 pub mod stdio;
 
 use serde_json::Value;

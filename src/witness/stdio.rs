@@ -3,7 +3,16 @@
 
 use super::{Broken, Conversation, Reply, Witness, MAX_MESSAGE};
 use serde_json::json;
+use std::collections::VecDeque;
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+/// How late the `late` mode answers a tool call.
+const LATE_BY: Duration = Duration::from_millis(40);
+
+/// Answers held back by the `late` mode, each with when it is due.
+type Deferred = VecDeque<(Instant, String)>;
 
 /// Serve `witness` on `input`/`output` until EOF on `input`.
 pub async fn serve<R, W>(witness: &Witness, input: R, mut output: W) -> std::io::Result<()>
@@ -26,13 +35,31 @@ where
     let mut conv = Conversation::default();
     let mut line: Vec<u8> = Vec::new();
     let mut overflow = false;
+    let mut deferred = cfg.is(Broken::Late).then(Deferred::new);
     loop {
-        let buf = reader.fill_buf().await?;
+        // The `late` mode writes a held-back answer when it is due, reading meanwhile.
+        let due = deferred.as_ref().and_then(|d| d.front()).map(|(at, _)| *at);
+        let buf = match due {
+            Some(at) => tokio::select! {
+                buf = reader.fill_buf() => buf?,
+                () = tokio::time::sleep_until(at) => {
+                    if let Some((_, text)) = deferred.as_mut().and_then(VecDeque::pop_front) {
+                        write_line(&mut output, &text).await?;
+                    }
+                    continue;
+                }
+            },
+            None => reader.fill_buf().await?,
+        };
         if buf.is_empty() {
             // EOF. A partial line is never a message (the lax-framing mode runs it anyway).
             if split_on_cr && !line.is_empty() && !overflow {
                 let l = std::mem::take(&mut line);
-                handle_line(witness, &l, &mut conv, &mut output).await?;
+                handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
+            }
+            for (at, text) in deferred.unwrap_or_default() {
+                tokio::time::sleep_until(at).await;
+                write_line(&mut output, &text).await?;
             }
             return Ok(());
         }
@@ -72,7 +99,7 @@ where
             }
             continue;
         }
-        handle_line(witness, &l, &mut conv, &mut output).await?;
+        handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
     }
 }
 
@@ -81,10 +108,18 @@ async fn handle_line<W: AsyncWrite + Unpin>(
     line: &[u8],
     conv: &mut Conversation,
     output: &mut W,
+    deferred: Option<&mut Deferred>,
 ) -> std::io::Result<()> {
     witness.recorder.message("stdio", line, Vec::new());
     match witness.handle_body(line, conv) {
         Reply::Accepted | Reply::Hang => Ok(()),
+        // A tool's result (it has `content`), held back by the `late` mode.
+        Reply::Message(m) if deferred.is_some() && m["result"].get("content").is_some() => {
+            if let Some(d) = deferred {
+                d.push_back((Instant::now() + LATE_BY, m.to_string()));
+            }
+            Ok(())
+        }
         Reply::Message(m) | Reply::Unknown(m) => write_line(output, &m.to_string()).await,
         Reply::Sequence(ms) => {
             for m in ms {
