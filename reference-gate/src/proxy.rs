@@ -732,6 +732,7 @@ impl Proxy {
             };
             match ctx.step(event) {
                 Step::Drop => continue,
+                Step::Answer(bytes) => relay::answer_downstream(&ctx, &bytes).await,
                 Step::Final(r) => {
                     let handled = if r.bytes == failed {
                         Handled::DownstreamFailed

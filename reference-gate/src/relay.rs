@@ -185,6 +185,10 @@ pub(crate) enum Step {
     Relay(Relayed),
     /// The answer to the request being relayed: the last message of the exchange.
     Final(Relayed),
+    /// Not for the client; the downstream is answered with these bytes (a refused server
+    /// request) before the next message is taken, so the refusal reaches it before the answer
+    /// to the client's request is relayed.
+    Answer(Vec<u8>),
     /// Not for the client.
     Drop,
 }
@@ -381,7 +385,7 @@ impl RelayCtx {
     ) -> Step {
         let session = self.session.as_ref();
         let routed = session.and_then(|s| s.downstream().cloned().map(|d| (s, d)));
-        let Some((session, downstream)) = routed else {
+        let Some((session, _)) = routed else {
             // No way to route an answer back: nothing to relay.
             return Step::Drop;
         };
@@ -393,9 +397,7 @@ impl RelayCtx {
         };
         let Some(gate_id) = gate_id else {
             // Refused: the downstream hears so, the client never sees it (GATE-DOWN-05).
-            let refusal = error_bytes(Some(id), self.codes.denied, MSG_REFUSED);
-            tokio::spawn(async move { downstream.deliver(&refusal).await });
-            return Step::Drop;
+            return Step::Answer(error_bytes(Some(id), self.codes.denied, MSG_REFUSED));
         };
         let params = c.message().params().cloned();
         relayed.bytes = canonical::Canonical::new(Message::Request {
@@ -511,6 +513,7 @@ pub(crate) async fn pump(
                         let _ = out.send(r).await;
                         return;
                     }
+                    Step::Answer(bytes) => answer_downstream(&ctx, &bytes).await,
                     Step::Drop => {}
                 }
             }
@@ -530,6 +533,16 @@ pub(crate) async fn pump(
                 return;
             }
         }
+    }
+}
+
+/// Answer the downstream (a refused server request), waiting until it took the answer (its
+/// deliver is bounded by the forwarder's deadlines); a downstream that cannot take it is not
+/// waited for again.
+pub(crate) async fn answer_downstream(ctx: &RelayCtx, bytes: &[u8]) {
+    let downstream = ctx.session.as_ref().and_then(|s| s.downstream().cloned());
+    if let Some(downstream) = downstream {
+        let _ = downstream.deliver(bytes).await;
     }
 }
 
