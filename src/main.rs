@@ -126,6 +126,11 @@ struct ExchangeArgs {
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
     case_timeout: u64,
+    /// Multiply every deadline by F: the case timeout, each case's own (the 1 GiB cases allow
+    /// 60 s), and the alive and version probes' (5 s). Above 1 for a slow machine; below 1 only
+    /// for a server that is known never to answer (the runner's own tests of a mute server).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
+    timeout_scale: f64,
     /// stdio: the most milliseconds to keep reading for a case's answer after the barrier was
     /// answered first. The window itself is learned per target (at least 250 ms, longer for
     /// servers seen answering late or slowly, and for large cases); it ends when the answer is in.
@@ -136,8 +141,10 @@ struct ExchangeArgs {
 impl ExchangeArgs {
     fn settings(&self) -> Settings {
         Settings {
-            case_timeout: Duration::from_secs(self.case_timeout.max(1)),
-            probe_timeout: Duration::from_secs(self.case_timeout.clamp(1, 5)),
+            case_timeout: Duration::from_secs(self.case_timeout.max(1)).mul_f64(self.timeout_scale),
+            probe_timeout: Duration::from_secs(self.case_timeout.clamp(1, 5))
+                .mul_f64(self.timeout_scale),
+            timeout_scale: self.timeout_scale,
             settle: Duration::from_millis(self.settle_ms),
             ..Settings::default()
         }
@@ -310,6 +317,13 @@ fn parse_version(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!("`{s}` is not a YYYY-MM-DD version"))
+    }
+}
+
+fn parse_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.01..=100.0).contains(&f) => Ok(f),
+        _ => Err("expected a number from 0.01 to 100".into()),
     }
 }
 

@@ -55,12 +55,13 @@ fn expect_path(mode: &str) -> PathBuf {
 /// Lines `transport id verdict` for every trial that did not pass.
 fn failing(mode: &str) -> Vec<String> {
     let broken = [mode];
-    // A mute server never answers: short deadlines and many threads keep this run short; every
-    // case fails whatever the machine's speed, since nothing ever comes back.
-    let (timeout, threads) = if mode == "mute" {
-        ("1", "16")
+    // A mute server never answers: every deadline scaled down to a twentieth (cases 0.5 s, the
+    // 1 GiB ones 3 s, probes 0.25 s) and many jobs keep this run short; every case fails
+    // whatever the machine's speed, since nothing ever comes back.
+    let (scale, jobs) = if mode == "mute" {
+        ("0.05", "16")
     } else {
-        ("10", "2")
+        ("1", "2")
     };
     let witness = HttpWitness::start(&broken, None);
     let mut lines = Vec::new();
@@ -70,8 +71,8 @@ fn failing(mode: &str) -> Vec<String> {
         vec!["--stdio", stdio_cmd.as_str()],
     ] {
         let mut args = args;
-        args.extend(["--case-timeout", timeout, "--spec", VERSIONS]);
-        let (_, report) = run_with_report(&args, &["--test-threads", threads]);
+        args.extend(["--timeout-scale", scale, "--jobs", jobs, "--spec", VERSIONS]);
+        let (_, report) = run_with_report(&args, &[]);
         for t in report.results {
             if t.verdict == "fail" || t.verdict == "warn" {
                 lines.push(format!(

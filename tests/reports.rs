@@ -278,3 +278,56 @@ fn header_secrets_never_reach_any_output() {
         "the leak is reported"
     );
 }
+
+/// A parallel run's JSON report is the serial run's, record for record and in the same order,
+/// but for the time each trial took: on the embedded default (the witness and the gate, over
+/// HTTP and stdio, each downstream personality, a legacy and the modern version), a third of
+/// the catalogue.
+#[test]
+fn reports_do_not_depend_on_the_number_of_jobs() {
+    let report = |jobs: &str| -> serde_json::Value {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let out = Command::new(bin())
+            .args(["run", "--spec", "2025-11-25,2026-07-28", "--shard", "1/3"])
+            .args(["--jobs", jobs, "--report"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(i32::from(exit::SUCCESS)),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for r in v["results"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("elapsed_ms");
+        }
+        v
+    };
+    let serial = report("1");
+    let parallel = report("8");
+    let results = serial["results"].as_array().unwrap();
+    assert!(results.len() > 300, "{} records", results.len());
+    let lanes: BTreeSet<String> = results
+        .iter()
+        .map(|r| format!("{} {} {}", r["transport"], r["profile"], r["downstream"]))
+        .collect();
+    assert!(lanes.len() >= 6, "every kind of lane ran: {lanes:?}");
+    if serial != parallel {
+        let (s, p) = (
+            serial["results"].as_array().unwrap(),
+            parallel["results"].as_array().unwrap(),
+        );
+        let first = s.iter().zip(p).position(|(a, b)| a != b);
+        panic!(
+            "the reports differ ({} and {} records); first difference at {first:?}:\n{}\n{}",
+            s.len(),
+            p.len(),
+            first.map_or(String::new(), |i| s[i].to_string()),
+            first.map_or(String::new(), |i| p[i].to_string()),
+        );
+    }
+}

@@ -56,6 +56,9 @@ pub struct Settings {
     pub extra_headers: Vec<(String, String)>,
     pub case_timeout: Duration,
     pub probe_timeout: Duration,
+    /// Every case's deadline (its own `timeout_ms` too) is multiplied by this (`--timeout-scale`;
+    /// `case_timeout` and `probe_timeout` are given already scaled).
+    pub timeout_scale: f64,
     /// stdio: the longest the runner keeps reading after the barrier's answer when the case's
     /// request has not been answered yet (servers that answer concurrently may answer the
     /// barrier first); the window itself is learned per target (`pacing`).
@@ -77,6 +80,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
+    /// `case_timeout` (scaled already).
+    pub fn case_deadline(&self, case: &Case) -> Duration {
+        case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
+            Duration::from_millis(ms).mul_f64(self.timeout_scale)
+        })
+    }
+
     /// The gate's error codes in force for the version spoken.
     pub fn code_table(&self) -> [i64; 3] {
         if versions::is_modern(&self.spec_version) {
@@ -94,6 +105,7 @@ impl Default for Settings {
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(5),
+            timeout_scale: 1.0,
             settle: Duration::from_millis(5000),
             denied_tool: crate::witness::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
@@ -551,11 +563,7 @@ async fn run_http(
     check_alive: bool,
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Http);
-    let deadline = Instant::now()
-        + case
-            .spec
-            .timeout_ms
-            .map_or(settings.case_timeout, Duration::from_millis);
+    let deadline = Instant::now() + settings.case_deadline(case);
     let spec = &case.spec;
     let modern = modern_setup(case, settings);
     let hs = match spec.session {
@@ -748,10 +756,7 @@ async fn run_stdio(
     let (command, log_dir) = (target.command, target.log_dir);
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
-    let deadline = Instant::now()
-        + spec
-            .timeout_ms
-            .map_or(settings.case_timeout, Duration::from_millis);
+    let deadline = Instant::now() + settings.case_deadline(case);
     // A per-case witness log, when the command asks for one.
     let mut own_log = None;
     let command = match log_dir {
