@@ -535,20 +535,32 @@ fn env_err() -> Malformed {
 
 /// Folded form of a member name for look-alike checks: ASCII case and the Unicode characters
 /// that case-fold onto ASCII letters (U+017F long s, U+212A Kelvin sign, U+0130/U+0131 dotted I).
-fn fold(name: &str) -> String {
-    name.chars()
-        .map(|c| match c {
+/// Whether `name`, folded (ASCII case, and the non-ASCII letters that some readers fold to
+/// ASCII ones: long s, Kelvin sign, dotted and dotless i), is the ASCII name `ascii`. Compares
+/// char by char, allocating nothing: it runs for every member of every `params`.
+fn folds_to(name: &str, ascii: &str) -> bool {
+    // Every char is at least one byte: a shorter name cannot fold to `ascii`.
+    if name.len() < ascii.len() {
+        return false;
+    }
+    let mut want = ascii.bytes();
+    for c in name.chars() {
+        let folded = match c {
             '\u{17f}' => 's',
             '\u{212a}' => 'k',
             '\u{130}' | '\u{131}' => 'i',
             c => c.to_ascii_lowercase(),
-        })
-        .collect()
+        };
+        match want.next() {
+            Some(b) if u32::from(folded) == u32::from(b) => {}
+            _ => return false,
+        }
+    }
+    want.next().is_none()
 }
 
 fn imitates_protected(name: &str) -> bool {
-    let folded = fold(name);
-    PROTECTED.iter().any(|p| *p != name && **p == folded)
+    PROTECTED.iter().any(|p| *p != name && folds_to(name, p))
 }
 
 fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
@@ -1079,6 +1091,32 @@ fn write_message(m: &Message) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn names_that_fold_to_a_protected_one_imitate_it() {
+        for name in [
+            "Name",
+            "ARGUMENTS",
+            "argument\u{17f}",
+            "\u{130}d",
+            "\u{131}D",
+            "_Meta",
+            "tas\u{212a}",
+        ] {
+            assert!(imitates_protected(name), "{name:?}");
+        }
+        for name in [
+            "name",
+            "arguments",
+            "names",
+            "nam",
+            "",
+            "n\u{e1}me",
+            "\u{212a}",
+        ] {
+            assert!(!imitates_protected(name), "{name:?}");
+        }
+    }
     use super::*;
 
     fn ok(s: &str) -> Canonical {
