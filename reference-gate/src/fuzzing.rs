@@ -158,17 +158,20 @@ fn same_json(a: &Json, b: &Json) -> bool {
         (Json::Array(x), Json::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
         }
-        (Json::Object(x), Json::Object(y)) => {
-            x.len() == y.len()
-                && x.iter().all(|(k, v)| {
-                    y.iter()
-                        .find(|(n, _)| n == k)
-                        .is_some_and(|(_, w)| same_json(v, w))
-                })
-        }
+        (Json::Object(x), Json::Object(y)) => same_members(x, y),
         (Json::Array(_) | Json::Object(_), _) | (_, Json::Array(_) | Json::Object(_)) => false,
         (a, b) => a == b,
     }
+}
+
+/// Whether two objects' members are the same, in any order.
+fn same_members(x: &[(String, Json)], y: &[(String, Json)]) -> bool {
+    x.len() == y.len()
+        && x.iter().all(|(k, v)| {
+            y.iter()
+                .find(|(n, _)| n == k)
+                .is_some_and(|(_, w)| same_json(v, w))
+        })
 }
 
 /// Whether two messages are the same request or notification: id, method, and params with
@@ -178,14 +181,7 @@ fn same_message(a: &Message, b: &Message) -> bool {
         && a.method() == b.method()
         && match (a.params(), b.params()) {
             (None, None) => true,
-            (Some(x), Some(y)) => {
-                x.len() == y.len()
-                    && x.iter().all(|(k, v)| {
-                        y.iter()
-                            .find(|(n, _)| n == k)
-                            .is_some_and(|(_, w)| same_json(v, w))
-                    })
-            }
+            (Some(x), Some(y)) => same_members(x, y),
             _ => false,
         }
 }
