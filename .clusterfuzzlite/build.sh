@@ -27,10 +27,15 @@ for target in $(cargo fuzz list); do
   cp "$built/$target" "$OUT/$target"
   corpus=$(mktemp -d)
   for dir in "fuzz/seeds/$target" "fuzz/regressions/$target"; do
-    [ -d "$dir" ] && cp "$dir"/* "$corpus/" 2>/dev/null || true
+    if [ -d "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+      cp "$dir"/* "$corpus/"
+    fi
   done
   rm -f "$OUT/${target}_seed_corpus.zip"
-  (cd "$corpus" && zip -q -j "$OUT/${target}_seed_corpus.zip" ./*)
+  # A target without seeds gets no zip (libFuzzer starts from an empty input).
+  if [ -n "$(ls -A "$corpus")" ]; then
+    (cd "$corpus" && zip -q -j "$OUT/${target}_seed_corpus.zip" ./*)
+  fi
   rm -rf "$corpus"
   cp fuzz/json.dict "$OUT/$target.dict"
   printf '[libfuzzer]\nmax_len = 4096\ntimeout = 10\nrss_limit_mb = 1024\n' > "$OUT/$target.options"

@@ -126,9 +126,11 @@ struct ExchangeArgs {
     /// Seconds one case may take (its alive probe has its own 5 s).
     #[arg(long, default_value_t = 10)]
     case_timeout: u64,
-    /// Multiply every deadline by F: the case timeout, each case's own (the 1 GiB cases allow
-    /// 60 s), and the alive and version probes' (5 s). Above 1 for a slow machine; below 1 only
-    /// for a server that is known never to answer (the runner's own tests of a mute server).
+    /// Multiply the runner's deadlines by F: the case timeout, each case's own (the 1 GiB cases
+    /// allow 60 s), and the alive and version probes' (5 s; a stdio server/discover probe stays
+    /// at most 3 s). Not the settle cap (`--settle-ms`), nor a gate's own deadlines. Above 1 for
+    /// a slow machine; below 1 only for a server known never to answer (the runner's own tests
+    /// of a mute server).
     #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
     timeout_scale: f64,
     /// stdio: the most milliseconds to keep reading for a case's answer after the barrier was

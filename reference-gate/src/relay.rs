@@ -536,13 +536,20 @@ pub(crate) async fn pump(
     }
 }
 
-/// Answer the downstream (a refused server request), waiting until it took the answer (its
-/// deliver is bounded by the forwarder's deadlines); a downstream that cannot take it is not
-/// waited for again.
+/// How long the relay waits for the downstream to take a refusal before it goes on (the
+/// delivery itself goes on in the background).
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Answer the downstream (a refused server request): the relay waits until the downstream took
+/// the answer, so it is on record there before the client's answer is relayed, but at most
+/// [`ANSWER_WAIT`]: a downstream that keeps its answer stream open, or stopped reading, does not
+/// hold the client's exchange.
 pub(crate) async fn answer_downstream(ctx: &RelayCtx, bytes: &[u8]) {
     let downstream = ctx.session.as_ref().and_then(|s| s.downstream().cloned());
     if let Some(downstream) = downstream {
-        let _ = downstream.deliver(bytes).await;
+        let bytes = bytes.to_vec();
+        let delivery = tokio::spawn(async move { downstream.deliver(&bytes).await });
+        let _ = tokio::time::timeout(ANSWER_WAIT, delivery).await;
     }
 }
 

@@ -923,7 +923,9 @@ async fn run_stdio(
                     break;
                 }
             }
-            if let Some(lag) = late {
+            // Only small cases teach the run how late answers come: a large one's lag is its
+            // size's (its own window has the per-MiB allowance), not the server's.
+            if let (Some(lag), true) = (late, body_len < 1 << 20) {
                 target.pacing.saw_late(lag);
             }
         }

@@ -22,7 +22,13 @@
 //!    window below the floor.
 //! 3. **Stop early**: the window ends the moment the case's answer is in.
 //!
-//! A case that sees a late answer reports its lag here, and later windows grow with it.
+//! A case under 1 MiB that sees a late answer reports its lag here, and later windows grow
+//! with it. So a window can depend on which cases ran before it (and, with `--jobs`, on their
+//! order); the floor and the factor of ten are there so that no answer that comes as late as
+//! any seen is missed either way. The probe runs once per target, at the version of the first
+//! case that needs a window (a server's order of answers does not change with the version);
+//! a target without the allowed tool answers the probe's calls with quick errors and is taken
+//! to answer in order: it still gets the floor.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
