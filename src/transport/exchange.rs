@@ -1117,21 +1117,33 @@ fn initialize_request(version: &str) -> Value {
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}})
 }
 
-/// Start the stdio server afresh, send one request and read until its answer (bounded by
-/// `wait`); the process is killed after. A `{witness_log}` command logs to a throwaway file.
-async fn stdio_probe(command: &str, request: &Value, id: &str, wait: Duration) -> Option<Value> {
+/// A fresh process of the stdio `command` for a probe; a `{witness_log}` command logs to a
+/// throwaway file, removed by [`end_probe`].
+fn start_probe(command: &str) -> Option<(StdioProcess, std::path::PathBuf)> {
     let log = std::env::temp_dir().join(format!(
-        "mcp-gauntlet-probe-{}-{}.jsonl",
+        "mcp-gauntlet-probe-{}-{:016x}.jsonl",
         std::process::id(),
-        id
+        rand::random::<u64>()
     ));
     let command = command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
-    let cmd = StdioCommand::parse(&command).ok()?;
-    let mut proc = StdioProcess::spawn(&cmd).ok()?;
+    let proc = StdioCommand::parse(&command)
+        .and_then(|c| StdioProcess::spawn(&c))
+        .ok()?;
+    Some((proc, log))
+}
+
+async fn end_probe(proc: StdioProcess, log: &std::path::Path) {
+    proc.kill().await;
+    let _ = std::fs::remove_file(log);
+}
+
+/// Start the stdio server afresh, send one request and read until its answer (bounded by
+/// `wait`); the process is killed after.
+async fn stdio_probe(command: &str, request: &Value, id: &str, wait: Duration) -> Option<Value> {
+    let (mut proc, log) = start_probe(command)?;
     proc.send(line_body(request)).await;
     let (answer, _, _) = read_until_answer(&mut proc, id, Instant::now() + wait).await;
-    proc.kill().await;
-    let _ = std::fs::remove_file(&log);
+    end_probe(proc, &log).await;
     answer
 }
 
@@ -1140,13 +1152,7 @@ async fn stdio_probe(command: &str, request: &Value, id: &str, wait: Duration) -
 /// it answers first and how long the pair takes. Spoken in the version of `settings`.
 pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
     const ROUNDS: usize = 4;
-    let log = std::env::temp_dir().join(format!(
-        "mcp-gauntlet-order-{}-{:016x}.jsonl",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
-    let command = command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
-    let Ok(mut proc) = StdioCommand::parse(&command).and_then(|c| StdioProcess::spawn(&c)) else {
+    let Some((mut proc, log)) = start_probe(command) else {
         return Probed::UNKNOWN;
     };
     let deadline = Instant::now() + settings.probe_timeout;
@@ -1165,10 +1171,7 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
         .await;
         answer.is_some_and(|a| a.get("result").is_some())
     };
-    for round in 0..ROUNDS {
-        if !ready {
-            break;
-        }
+    for round in (0..ROUNDS).filter(|_| ready) {
         let (call_id, barrier_id) = (
             format!("gauntlet-order-call-{round}"),
             format!("gauntlet-order-barrier-{round}"),
@@ -1179,12 +1182,10 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
             versions::add_meta(&mut call, &settings.spec_version);
         }
         let barrier = own_request(settings, &barrier_id, liveness_method(settings));
-        let mut bytes = serde_json::to_vec(&call).unwrap_or_default();
-        bytes.push(b'\n');
-        bytes.extend(serde_json::to_vec(&barrier).unwrap_or_default());
-        bytes.push(b'\n');
+        // Both lines in one write, so the server has read the call before the barrier.
         let sent = Instant::now();
-        proc.send(Body::from_bytes(bytes)).await;
+        proc.send(Body::from_bytes(format!("{call}\n{barrier}\n")))
+            .await;
         // (call answered, barrier answered) instants, in the order they were read.
         let (mut call_at, mut barrier_at) = (None, None);
         while call_at.is_none() || barrier_at.is_none() {
@@ -1210,19 +1211,15 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
         if round > 0 {
             pace = pace.max(call_at.max(barrier_at) - sent);
         }
+        // Once the barrier came first, the target is concurrent; its lag is the longest seen.
+        let lag = call_at.saturating_duration_since(barrier_at);
         order = match order {
-            Order::Concurrent { lag } if call_at > barrier_at => Order::Concurrent {
-                lag: lag.max(call_at - barrier_at),
-            },
-            Order::Concurrent { lag } => Order::Concurrent { lag },
-            _ if call_at > barrier_at => Order::Concurrent {
-                lag: call_at - barrier_at,
-            },
+            Order::Concurrent { lag: seen } => Order::Concurrent { lag: seen.max(lag) },
+            _ if call_at > barrier_at => Order::Concurrent { lag },
             _ => Order::InOrder,
         };
     }
-    proc.kill().await;
-    let _ = std::fs::remove_file(&log);
+    end_probe(proc, &log).await;
     Probed { order, pace }
 }
 
