@@ -6,7 +6,7 @@
 //! that every applicable (case, transport) pair fails under at least one mode: a case that no
 //! wrong server can fail is a defect.
 
-use crate::util::{run_with_report, stdio_witness_command, HttpWitness};
+use crate::util::{run_with_report, stdio_witness_command, Failing, HttpWitness};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -53,7 +53,7 @@ fn expect_path(mode: &str) -> PathBuf {
 }
 
 /// Lines `transport id verdict` for every trial that did not pass.
-fn failing(mode: &str) -> Vec<String> {
+fn failing(mode: &str) -> Vec<Failing> {
     let broken = [mode];
     // A mute server never answers: every deadline scaled down to a twentieth (cases 0.5 s, the
     // 1 GiB ones 3 s, probes 0.25 s) and many jobs keep this run short; every case fails
@@ -75,21 +75,17 @@ fn failing(mode: &str) -> Vec<String> {
         let (_, report) = run_with_report(&args, &[]);
         for t in report.results {
             if t.verdict == "fail" || t.verdict == "warn" {
-                lines.push(format!(
-                    "{} {} {} {}",
-                    t.transport, t.version, t.id, t.verdict
-                ));
+                lines.push(Failing::of(&t));
             }
         }
     }
-    lines.sort();
+    lines.sort_by(|a, b| a.line.cmp(&b.line));
     lines
 }
 
 fn check_mode(mode: &str) {
-    let got = failing(mode).join("\n") + "\n";
     let path = expect_path(mode);
-    crate::util::check_snapshot(&format!("broken mode `{mode}`"), &path, &got);
+    crate::util::check_snapshot(&format!("broken mode `{mode}`"), &path, failing(mode));
 }
 
 macro_rules! broken_mode {

@@ -7,7 +7,7 @@
 //! under at least one of them. The control runs (no defect; an engine that errors on the canary)
 //! must fail nothing.
 
-use crate::util::{bin, InProcessGate, Report};
+use crate::util::{bin, Failing, InProcessGate, Report};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use mcp_gauntlet::lanes::WITNESS_POLICY;
 use mcp_gauntlet::witness;
@@ -49,7 +49,7 @@ fn policy() -> GateConfig {
 
 /// Start a witness and a gate with `faults` and `engine` in this process; run the gate profile
 /// against it through the CLI; return `transport id verdict` for every trial that did not pass.
-fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
+fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<Failing> {
     let gate = InProcessGate::start(
         |_, _| {},
         |cfg| {
@@ -81,13 +81,13 @@ fn failing(faults: Faults, engine: Arc<dyn Engine>) -> Vec<String> {
     let text = std::fs::read_to_string(&report)
         .unwrap_or_else(|_| panic!("no report: {}", String::from_utf8_lossy(&out.stderr)));
     let parsed: Report = serde_json::from_str(&text).unwrap();
-    let mut lines: Vec<String> = parsed
+    let mut lines: Vec<Failing> = parsed
         .results
         .iter()
         .filter(|t| t.verdict == "fail" || t.verdict == "warn")
-        .map(|t| format!("{} {} {} {}", t.transport, t.version, t.id, t.verdict))
+        .map(Failing::of)
         .collect();
-    lines.sort();
+    lines.sort_by(|a, b| a.line.cmp(&b.line));
     lines
 }
 
@@ -96,9 +96,12 @@ fn expect_path(name: &str) -> PathBuf {
 }
 
 fn check(name: &str, faults: Faults, engine: Arc<dyn Engine>) {
-    let got = failing(faults, engine).join("\n") + "\n";
     let path = expect_path(name);
-    crate::util::check_snapshot(&format!("broken gate `{name}`"), &path, &got);
+    crate::util::check_snapshot(
+        &format!("broken gate `{name}`"),
+        &path,
+        failing(faults, engine),
+    );
 }
 
 fn rules() -> Arc<dyn Engine> {
@@ -298,14 +301,16 @@ fn forwards_any_response() {
 
 #[test]
 fn control_reference_gate_fails_nothing() {
-    assert_eq!(failing(Faults::default(), rules()), Vec::<String>::new());
+    let got = failing(Faults::default(), rules());
+    assert!(got.is_empty(), "the reference gate fails: {got:#?}");
 }
 
 #[test]
 fn control_engine_error_is_a_denial() {
-    assert_eq!(
-        failing(Faults::default(), Arc::new(FailsOnCanary(policy().policy))),
-        Vec::<String>::new()
+    let got = failing(Faults::default(), Arc::new(FailsOnCanary(policy().policy)));
+    assert!(
+        got.is_empty(),
+        "an engine error on the canary fails: {got:#?}"
     );
 }
 

@@ -129,21 +129,53 @@ pub fn run_with_report(args: &[&str], libtest: &[&str]) -> (i32, Report) {
     (out.status.code().unwrap_or(-1), parsed)
 }
 
-/// Compare `got` with the snapshot at `path` (`UPDATE_EXPECT=1` rewrites it instead), showing
-/// the lines gained and lost when they differ.
-pub fn check_snapshot(what: &str, path: &Path, got: &str) {
+/// One line of a failing-set snapshot (`transport version id verdict`) and the trial's findings,
+/// shown when the line is not expected so that a failure in CI explains itself.
+#[derive(Debug)]
+pub struct Failing {
+    pub line: String,
+    pub findings: Vec<serde_json::Value>,
+}
+
+impl Failing {
+    pub fn of(t: &Trial) -> Self {
+        Failing {
+            line: format!("{} {} {} {}", t.transport, t.version, t.id, t.verdict),
+            findings: t.findings.clone(),
+        }
+    }
+}
+
+/// Compare the sorted lines of `got` with the snapshot at `path` (`UPDATE_EXPECT=1` rewrites it
+/// instead), showing the lines gained (with their findings) and lost when they differ.
+pub fn check_snapshot(what: &str, path: &Path, mut got: Vec<Failing>) {
+    got.sort_by(|a, b| a.line.cmp(&b.line));
+    let text = got
+        .iter()
+        .map(|f| f.line.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
     if std::env::var_os("UPDATE_EXPECT").is_some() {
-        std::fs::write(path, got).expect("write the snapshot");
+        std::fs::write(path, &text).expect("write the snapshot");
         return;
     }
     let want = std::fs::read_to_string(path).unwrap_or_default();
-    if got != want {
-        let g: std::collections::BTreeSet<&str> = got.lines().collect();
+    if text != want {
         let w: std::collections::BTreeSet<&str> = want.lines().collect();
+        let g: std::collections::BTreeSet<&str> = text.lines().collect();
+        let gained: Vec<String> = got
+            .iter()
+            .filter(|f| !w.contains(f.line.as_str()))
+            .map(|f| {
+                let findings: Vec<String> = f.findings.iter().map(|x| x.to_string()).collect();
+                format!("{}\n      {}", f.line, findings.join("\n      "))
+            })
+            .collect();
         panic!(
             "{what}: the failing set changed (UPDATE_EXPECT=1 refreshes {}).\n  now failing, not expected:\n    {}\n  expected, not failing now:\n    {}",
             path.display(),
-            g.difference(&w).copied().collect::<Vec<_>>().join("\n    "),
+            gained.join("\n    "),
             w.difference(&g).copied().collect::<Vec<_>>().join("\n    "),
         );
     }

@@ -701,7 +701,7 @@ impl Proxy {
                 Err(e) => {
                     if matches!(e, ForwardError::Timeout) {
                         // GATE-DOWN-04: the downstream hears that the request is abandoned.
-                        relay::cancel(&ctx, "timeout");
+                        relay::cancel(&ctx, "timeout").await;
                     }
                     return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
                 }
@@ -721,7 +721,7 @@ impl Proxy {
         loop {
             let event = events.recv().await;
             if let Some(Err(ForwardError::Timeout)) = &event {
-                relay::cancel(&ctx, "timeout");
+                relay::cancel(&ctx, "timeout").await;
             }
             let Some(Ok(event)) = event else {
                 if ctx.verbatim {

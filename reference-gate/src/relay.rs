@@ -493,7 +493,7 @@ pub(crate) async fn pump(
         };
         let Some(event) = event else {
             // The client went away: the downstream need not go on.
-            cancel(&ctx, "client disconnected");
+            cancel(&ctx, "client disconnected").await;
             return;
         };
         match event {
@@ -502,7 +502,7 @@ pub(crate) async fn pump(
                 match ctx.step(event) {
                     Step::Relay(r) => {
                         if out.send(r).await.is_err() {
-                            cancel(&ctx, "client disconnected");
+                            cancel(&ctx, "client disconnected").await;
                             return;
                         }
                     }
@@ -519,10 +519,10 @@ pub(crate) async fn pump(
             }
             Some(Err(e)) => {
                 if ctx.request.is_some() {
-                    let _ = out.send(ctx.failed()).await;
                     if matches!(e, ForwardError::Timeout) {
-                        cancel(&ctx, "timeout");
+                        cancel(&ctx, "timeout").await;
                     }
+                    let _ = out.send(ctx.failed()).await;
                 }
                 return;
             }
@@ -536,29 +536,31 @@ pub(crate) async fn pump(
     }
 }
 
-/// How long the relay waits for the downstream to take a refusal before it goes on (the
-/// delivery itself goes on in the background).
-const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the relay waits for the downstream to take a message of the gate's own (a refusal,
+/// a cancellation) before it goes on (the delivery itself goes on in the background).
+const DELIVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Answer the downstream (a refused server request): the relay waits until the downstream took
-/// the answer, so it is on record there before the client's answer is relayed, but at most
-/// [`ANSWER_WAIT`]: a downstream that keeps its answer stream open, or stopped reading, does not
-/// hold the client's exchange.
-pub(crate) async fn answer_downstream(ctx: &RelayCtx, bytes: &[u8]) {
+/// Send the downstream a message of the gate's own and wait until it took it, so that it is on
+/// record there before the client's answer goes out, but at most [`DELIVERY_WAIT`]: a downstream
+/// that keeps its answer stream open, or stopped reading, does not hold the client's exchange.
+async fn deliver_bounded(ctx: &RelayCtx, bytes: Vec<u8>) {
     let downstream = ctx.session.as_ref().and_then(|s| s.downstream().cloned());
     if let Some(downstream) = downstream {
-        let bytes = bytes.to_vec();
         let delivery = tokio::spawn(async move { downstream.deliver(&bytes).await });
-        let _ = tokio::time::timeout(ANSWER_WAIT, delivery).await;
+        let _ = tokio::time::timeout(DELIVERY_WAIT, delivery).await;
     }
 }
 
-/// Tell the downstream the request being relayed is abandoned.
-pub(crate) fn cancel(ctx: &RelayCtx, reason: &str) {
-    let (Some(session), Some((id, _))) = (&ctx.session, &ctx.request) else {
-        return;
-    };
-    let Some(downstream) = session.downstream().cloned() else {
+/// Answer the downstream (a refused server request) before the client's exchange goes on.
+pub(crate) async fn answer_downstream(ctx: &RelayCtx, bytes: &[u8]) {
+    deliver_bounded(ctx, bytes.to_vec()).await;
+}
+
+/// Tell the downstream the request being relayed is abandoned (GATE-DOWN-04), before the client
+/// hears of the failure: a cancellation that arrived after the client's answer would land in
+/// whatever the client sends next.
+pub(crate) async fn cancel(ctx: &RelayCtx, reason: &str) {
+    let Some((id, _)) = &ctx.request else {
         return;
     };
     let id = String::from_utf8_lossy(&id.to_canonical()).into_owned();
@@ -566,7 +568,7 @@ pub(crate) fn cancel(ctx: &RelayCtx, reason: &str) {
         r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"reason":"{reason}","requestId":{id}}}}}"#
     )
     .into_bytes();
-    tokio::spawn(async move { downstream.deliver(&bytes).await });
+    deliver_bounded(ctx, bytes).await;
 }
 
 /// The one spelling of a resource URI the policy judges and the downstream receives, or `None`
