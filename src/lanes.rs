@@ -6,6 +6,7 @@ use crate::case::{Profile, TransportKind};
 use crate::run::{RunError, Target};
 use crate::transport::exchange::{self, Endpoint, Settings};
 use crate::transport::http::HttpUrl;
+use crate::transport::TransportError;
 use crate::versions::Spec;
 use crate::witness::{self, Personality, Recorder, Witness, WitnessConfig, WitnessView};
 use std::path::{Path, PathBuf};
@@ -426,8 +427,23 @@ pub fn resolve(
     exe: Option<&PathBuf>,
 ) -> Result<(Vec<Lane>, String), RunError> {
     Ok(match target {
-        Target::Http { url, witness_log } => {
-            let url = HttpUrl::parse(url)?;
+        Target::Http {
+            url,
+            witness_log,
+            tls,
+        } => {
+            let url = HttpUrl::parse_with(url, tls)?;
+            // An https target whose certificate is not trusted would fail every case the same
+            // way: say so once. An unreachable one is judged case by case, as over http.
+            let by = tokio::time::Instant::now() + Duration::from_secs(5);
+            if let Err(TransportError::Tls(source)) =
+                rt.block_on(crate::transport::http::tls_handshake(&url, by))
+            {
+                return Err(RunError::Certificate {
+                    url: url.to_url(),
+                    source,
+                });
+            }
             let witness = witness_log
                 .as_ref()
                 .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));

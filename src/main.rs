@@ -6,6 +6,7 @@ use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
 use mcp_gauntlet::transport::exchange::Settings;
+use mcp_gauntlet::transport::tls::TlsOptions;
 use mcp_gauntlet::versions::Spec;
 use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
 use std::path::PathBuf;
@@ -96,11 +97,50 @@ struct TargetArgs {
     gate_stdio: Option<String>,
 }
 
+/// How an https target's certificate is checked.
+#[derive(Args, Debug)]
+struct TlsArgs {
+    /// https: also trust the certificates in this PEM file (besides the platform's roots).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    ca: Option<PathBuf>,
+    /// https: accept any certificate, checking only the handshake (an unauthenticated server).
+    #[arg(long, requires = "http", conflicts_with = "ca")]
+    insecure: bool,
+}
+
+impl TlsArgs {
+    fn options(self) -> TlsOptions {
+        if self.insecure {
+            eprintln!(
+                "WARNING: --insecure: the target's TLS certificate is not checked; anyone on the \
+                 path can impersonate it, and its verdicts say nothing about who answered"
+            );
+        }
+        TlsOptions {
+            ca: self.ca,
+            insecure: self.insecure,
+        }
+    }
+}
+
 impl TargetArgs {
     /// The target, and the profile it is judged under (gates always under `gate`).
-    fn resolve(self, witness_log: Option<PathBuf>, profile: Profile) -> (Target, Profile) {
+    fn resolve(
+        self,
+        witness_log: Option<PathBuf>,
+        profile: Profile,
+        tls: TlsArgs,
+    ) -> (Target, Profile) {
         if let Some(url) = self.http {
-            (Target::Http { url, witness_log }, profile)
+            let tls = tls.options();
+            (
+                Target::Http {
+                    url,
+                    witness_log,
+                    tls,
+                },
+                profile,
+            )
         } else if let Some(command) = self.stdio {
             (Target::Stdio { command }, profile)
         } else if let Some(command) = self.gate {
@@ -157,6 +197,8 @@ impl ExchangeArgs {
 struct LoadArgs {
     #[command(flatten)]
     target: TargetArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Concurrent clients, each with its own session.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -178,6 +220,8 @@ struct LoadArgs {
 struct FuzzArgs {
     #[command(flatten)]
     target: TargetArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// The JSON-lines log of the witness behind an --http gate.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -207,6 +251,8 @@ struct FuzzArgs {
 struct RunArgs {
     #[command(flatten)]
     target: TargetArgs,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -287,6 +333,12 @@ struct WitnessArgs {
     /// Serve on stdin/stdout.
     #[arg(long)]
     stdio: bool,
+    /// Serve HTTP over TLS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires_all = ["http", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Append every received message and every tool run to FILE as JSON lines.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -403,7 +455,7 @@ fn main() -> ExitCode {
 
 fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::load::{load, summary, LoadOptions};
-    let (target, _) = args.target.resolve(None, Profile::Server);
+    let (target, _) = args.target.resolve(None, Profile::Server, args.tls);
     let time = args.time.map(Duration::from_secs);
     let results = load(LoadOptions {
         target,
@@ -428,7 +480,9 @@ fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
 
 fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::fuzz::live::{fuzz, FuzzOptions};
-    let (target, profile) = args.target.resolve(args.witness_log, args.profile);
+    let (target, profile) = args
+        .target
+        .resolve(args.witness_log, args.profile, args.tls);
     let outcome = fuzz(FuzzOptions {
         target,
         profile,
@@ -459,7 +513,9 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
-    let (target, profile) = args.target.resolve(args.witness_log, args.profile);
+    let (target, profile) = args
+        .target
+        .resolve(args.witness_log, args.profile, args.tls);
     let opts = RunOptions {
         target,
         profile,
@@ -520,12 +576,20 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
                 .await?
                 .next()
                 .with_context(|| format!("cannot resolve {addr}"))?;
+            let tls = match (&args.tls_cert, &args.tls_key) {
+                (Some(cert), Some(key)) => Some(reference_gate::tls::server_config(cert, key)?),
+                _ => None,
+            };
             let listener = tokio::net::TcpListener::bind(addr).await?;
             let local = listener.local_addr()?;
-            println!("listening http://{local}{}", witness::http::PATH);
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            println!("listening {scheme}://{local}{}", witness::http::PATH);
             use std::io::Write as _;
             std::io::stdout().flush()?;
-            witness::http::serve(listener, w).await;
+            match tls {
+                Some(tls) => witness::http::serve_tls(listener, w, tls).await,
+                None => witness::http::serve(listener, w).await,
+            }
             Ok(exit::SUCCESS)
         } else {
             match witness::stdio::serve(&w, tokio::io::stdin(), tokio::io::stdout()).await {

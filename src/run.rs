@@ -37,6 +37,12 @@ pub enum RunError {
     GateDidNotStart(u16),
     #[error(transparent)]
     Baseline(#[from] report::baseline::BaselineError),
+    #[error("{url}: the TLS handshake failed (pass --ca FILE to trust the CA that signed its certificate, or --insecure to check none)")]
+    Certificate {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Where the cases go.
@@ -48,6 +54,8 @@ pub enum Target {
     Http {
         url: String,
         witness_log: Option<PathBuf>,
+        /// How an `https` URL's certificate is checked.
+        tls: crate::transport::tls::TlsOptions,
     },
     Stdio {
         command: String,

@@ -10,5 +10,6 @@ mod gate;
 mod hostile;
 mod load;
 mod reports;
+mod tls;
 mod util;
 mod verdicts;

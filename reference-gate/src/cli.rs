@@ -78,10 +78,35 @@ pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Re
         }
         None => Tracer::none(),
     };
-    let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
+    let forwarder = Arc::new(forwarder(cfg)?);
     Ok(Arc::new(
         Proxy::new(engine, forwarder, cfg.limits, cfg.errors, tracer)
             .with_versions(cfg.versions.clone(), cfg.errors_modern),
+    ))
+}
+
+/// The forwarder a configuration describes: `https` downstreams are checked against the
+/// platform's roots and `downstream_ca`, which must load when given.
+pub fn forwarder(cfg: &GateConfig) -> anyhow::Result<ConfiguredForwarder> {
+    let any_https = cfg
+        .servers
+        .values()
+        .any(|s| matches!(s, Server::Url(u) if u.starts_with("https://")));
+    if !any_https && cfg.downstream_ca.is_none() {
+        return Ok(ConfiguredForwarder::with_tls(
+            &cfg.servers,
+            cfg.deadlines,
+            None,
+        ));
+    }
+    let extra = cfg.downstream_ca.as_deref().map(std::path::Path::new);
+    let tls = crate::tls::roots(extra)
+        .and_then(crate::tls::client_config)
+        .context("cannot set up TLS for the https downstreams")?;
+    Ok(ConfiguredForwarder::with_tls(
+        &cfg.servers,
+        cfg.deadlines,
+        Some(tls),
     ))
 }
 
@@ -109,14 +134,26 @@ pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
         .await?;
         return Ok(());
     }
+    let tls = match &cfg.tls {
+        Some(files) => Some(
+            crate::tls::server_config(files.cert.as_ref(), files.key.as_ref())
+                .context("cannot set up TLS for the HTTP front")?,
+        ),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
-    println!("listening http://{addr}{}", crate::front::http::PATH);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("listening {scheme}://{addr}{}", crate::front::http::PATH);
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    crate::front::http::serve(listener, HttpFront::new(proxy, http_settings(&cfg))).await;
+    let front = HttpFront::new(proxy, http_settings(&cfg));
+    match tls {
+        Some(tls) => crate::front::http::serve_tls(listener, front, tls).await,
+        None => crate::front::http::serve(listener, front).await,
+    }
     Ok(())
 }
 

@@ -103,6 +103,20 @@ pub struct GateConfig {
     /// Decision traces as JSON lines; absent: stderr.
     #[serde(default)]
     pub trace: Option<String>,
+    /// Serve the HTTP front over TLS with this certificate and key.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// A PEM file of certificates trusted for `https` downstreams besides the platform's roots.
+    #[serde(default)]
+    pub downstream_ca: Option<String>,
+}
+
+/// The HTTP front's certificate chain (PEM, leaf first) and private key (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    pub cert: String,
+    pub key: String,
 }
 
 fn default_versions() -> Vec<String> {

@@ -130,12 +130,36 @@ pub struct ConfiguredForwarder {
 }
 
 impl ConfiguredForwarder {
+    /// Forwarders for `servers`; `https` ones check certificates against the platform's roots
+    /// (with none, every exchange with them fails).
     pub fn new(servers: &BTreeMap<String, Server>, deadlines: Deadlines) -> ConfiguredForwarder {
+        let any_https = servers
+            .values()
+            .any(|s| matches!(s, Server::Url(u) if u.starts_with("https://")));
+        let tls = any_https
+            .then(|| {
+                crate::tls::roots(None)
+                    .and_then(crate::tls::client_config)
+                    .ok()
+            })
+            .flatten();
+        ConfiguredForwarder::with_tls(servers, deadlines, tls)
+    }
+
+    /// Forwarders for `servers`; `https` ones check certificates with `tls` (with none, every
+    /// exchange with them fails).
+    pub fn with_tls(
+        servers: &BTreeMap<String, Server>,
+        deadlines: Deadlines,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> ConfiguredForwarder {
         let servers = servers
             .iter()
             .map(|(id, s)| {
                 let f: Box<dyn Forwarder> = match s {
-                    Server::Url(url) => Box::new(HttpForwarder::new(url.clone(), deadlines)),
+                    Server::Url(url) => {
+                        Box::new(HttpForwarder::with_tls(url.clone(), deadlines, tls.clone()))
+                    }
                     Server::Command(cmd) => Box::new(StdioForwarder::new(cmd.clone(), deadlines)),
                 };
                 (id.clone(), f)
@@ -168,27 +192,63 @@ impl Forwarder for ConfiguredForwarder {
 
 // ---------------------------------------------------------------------------------------------
 
+/// An HTTP/1.1 client connection on `stream` (TCP, or TLS over TCP), driven by a task of its own
+/// that lives as long as a sender for it does (in use or idle).
+async fn handshake<S>(
+    stream: S,
+    deadline: Instant,
+) -> Result<SendRequest<Full<Bytes>>, ForwardError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = tokio::time::timeout_at(
+        deadline,
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)),
+    )
+    .await
+    .map_err(|_| ForwardError::Timeout)?
+    .map_err(|_| ForwardError::Unreachable)?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
 struct HttpTarget {
     authority: String,
     connect: String,
     path: String,
+    /// `https`: the name the certificate must carry.
+    tls_name: Option<rustls::pki_types::ServerName<'static>>,
 }
 
 fn parse_url(url: &str) -> Option<HttpTarget> {
-    let rest = url.strip_prefix("http://")?;
+    let (rest, https) = match url.strip_prefix("https://") {
+        Some(rest) => (rest, true),
+        None => (url.strip_prefix("http://")?, false),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
-    let connect = if authority.contains(':') {
+    // A port is what follows the last colon outside an IPv6 literal's brackets.
+    let host = match authority.rsplit_once(':') {
+        Some((h, _)) if !h.starts_with('[') || h.ends_with(']') => h,
+        _ => authority,
+    };
+    let connect = if host.len() < authority.len() {
         authority.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{}", if https { 443 } else { 80 })
+    };
+    let tls_name = if https {
+        Some(crate::tls::server_name(host)?)
+    } else {
+        None
     };
     Some(HttpTarget {
         authority: authority.to_string(),
         connect: connect.trim_start_matches('[').replace("]:", ":"),
         path: path.to_string(),
+        tls_name,
     })
 }
 
@@ -205,6 +265,8 @@ pub struct HttpForwarder {
 struct HttpInner {
     url: String,
     deadlines: Deadlines,
+    /// For an `https` URL: how the downstream's certificate is checked.
+    tls: Option<tokio_rustls::TlsConnector>,
     session: Mutex<Option<Option<String>>>,
     idle: std::sync::Mutex<Vec<SendRequest<Full<Bytes>>>>,
 }
@@ -216,11 +278,23 @@ struct HttpAnswer {
 }
 
 impl HttpForwarder {
+    /// A forwarder to a plain `http` URL (an `https` one has no trusted roots: every exchange
+    /// with it fails).
     pub fn new(url: String, deadlines: Deadlines) -> HttpForwarder {
+        HttpForwarder::with_tls(url, deadlines, None)
+    }
+
+    /// A forwarder to `url`; for `https`, the downstream's certificate is checked with `tls`.
+    pub fn with_tls(
+        url: String,
+        deadlines: Deadlines,
+        tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    ) -> HttpForwarder {
         HttpForwarder {
             inner: std::sync::Arc::new(HttpInner {
                 url,
                 deadlines,
+                tls: tls.map(tokio_rustls::TlsConnector::from),
                 session: Mutex::new(None),
                 idle: std::sync::Mutex::new(Vec::new()),
             }),
@@ -296,16 +370,16 @@ impl HttpInner {
                 .map_err(|_| ForwardError::Timeout)?
                 .map_err(|_| ForwardError::Unreachable)?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = tokio::time::timeout_at(
-            deadline,
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)),
-        )
-        .await
-        .map_err(|_| ForwardError::Timeout)?
-        .map_err(|_| ForwardError::Unreachable)?;
-        // The connection lives as long as a sender for it does (in use or idle).
-        tokio::spawn(conn);
-        Ok(sender)
+        let Some(name) = target.tls_name.clone() else {
+            return handshake(stream, deadline).await;
+        };
+        // https with no usable trust (no roots loaded): fail closed, forward nothing.
+        let connector = self.tls.as_ref().ok_or(ForwardError::Unreachable)?;
+        let stream = tokio::time::timeout_at(connect_by, connector.connect(name, stream))
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable)?;
+        handshake(stream, deadline).await
     }
 
     async fn ensure_session(
@@ -1151,6 +1225,23 @@ impl Downstream for StdioSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn downstream_urls_name_where_to_connect_and_whether_to_speak_tls() {
+        let t = parse_url("https://example.test/mcp").expect("https");
+        assert_eq!((t.connect.as_str(), t.path.as_str()), ("example.test:443", "/mcp"));
+        assert!(t.tls_name.is_some());
+        let t = parse_url("http://127.0.0.1:8080").expect("http");
+        assert_eq!((t.connect.as_str(), t.path.as_str()), ("127.0.0.1:8080", "/"));
+        assert!(t.tls_name.is_none());
+        let t = parse_url("https://[::1]/mcp").expect("IPv6 without a port");
+        assert_eq!(t.connect, "::1:443");
+        assert_eq!(t.authority, "[::1]");
+        let t = parse_url("https://[::1]:8443/mcp").expect("IPv6 with a port");
+        assert_eq!(t.connect, "::1:8443");
+        assert!(parse_url("ftp://example.test/").is_none());
+        assert!(parse_url("https://exa mple/").is_none(), "not a name a certificate can carry");
+    }
 
     #[test]
     fn sse_events_come_whole_with_their_ids_and_bounded() {

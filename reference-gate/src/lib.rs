@@ -20,4 +20,5 @@ pub mod fuzzing;
 pub mod policy;
 pub mod proxy;
 pub mod relay;
+pub mod tls;
 pub mod trace;

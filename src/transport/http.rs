@@ -1,33 +1,62 @@
-//! A deliberately small HTTP/1.1 client on a plain TCP socket.
+//! A deliberately small HTTP/1.1 client on a plain TCP socket, or on TLS over one (`https`).
 //!
 //! A conformance tool must send exactly the headers a case names and nothing else (a general
 //! client such as reqwest always adds `Accept`), stream gibibyte bodies while reading an early
 //! `413`, and send framing that no well-behaved client would. Every read is capped and every wait
-//! ends at the caller's deadline. One request per connection (`Connection: close`).
+//! ends at the caller's deadline. One request per connection (`Connection: close`). Over TLS the
+//! same bytes go inside the TLS session, and HTTP/1.1 is the only protocol offered (ALPN).
 
+use super::tls::TlsOptions;
 use super::TransportError;
 use crate::case::body::Body;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Largest response head read.
 pub const MAX_HEAD: usize = 64 * 1024;
 
-/// A parsed `http://host:port/path` target.
+/// The TLS client configuration of an `https` target.
+#[derive(Debug, Clone)]
+pub struct Tls(pub Arc<rustls::ClientConfig>);
+
+impl PartialEq for Tls {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Tls {}
+
+/// A parsed `http://host:port/path` or `https://host:port/path` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
     pub host: String,
     pub port: u16,
     pub path: String,
+    /// `https`: how the server's certificate is checked.
+    pub tls: Option<Tls>,
 }
 
 impl HttpUrl {
-    /// Parse `http://HOST[:PORT][/PATH]`. Only plain `http` is supported.
+    /// Parse `http://HOST[:PORT][/PATH]` or `https://…` (checked against the platform's roots).
     pub fn parse(url: &str) -> Result<HttpUrl, TransportError> {
+        HttpUrl::parse_with(url, &TlsOptions::default())
+    }
+
+    /// Parse `http://HOST[:PORT][/PATH]`, or `https://…` with certificates checked as `tls` says.
+    pub fn parse_with(url: &str, tls: &TlsOptions) -> Result<HttpUrl, TransportError> {
         let bad = || TransportError::BadTarget(url.to_string());
-        let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+        let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("http://") {
+            (rest, None, 80)
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            let config = tls.client().map_err(TransportError::TlsSetup)?;
+            (rest, Some(Tls(config)), 443)
+        } else {
+            return Err(bad());
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -36,16 +65,29 @@ impl HttpUrl {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
                 (h.to_string(), p.parse::<u16>().map_err(|_| bad())?)
             }
-            _ => (authority.to_string(), 80),
+            _ => (authority.to_string(), default_port),
         };
         if host.is_empty() {
+            return Err(bad());
+        }
+        if tls.is_some() && reference_gate::tls::server_name(&host).is_none() {
             return Err(bad());
         }
         Ok(HttpUrl {
             host,
             port,
             path: path.to_string(),
+            tls,
         })
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// `host:port`, as sent in `Host`.
@@ -62,7 +104,7 @@ impl HttpUrl {
     }
 
     pub fn to_url(&self) -> String {
-        format!("http://{}{}", self.authority(), self.path)
+        format!("{}://{}{}", self.scheme(), self.authority(), self.path)
     }
 }
 
@@ -168,9 +210,54 @@ pub async fn exchange(
         .map_err(|_| TransportError::Timeout("connect"))?
         .map_err(TransportError::Connect)?;
     let _ = stream.set_nodelay(true);
+    let Some(Tls(config)) = &url.tls else {
+        return exchange_on(stream, wire, caps, deadline, head_only_sse).await;
+    };
+    let name = reference_gate::tls::server_name(&url.host)
+        .ok_or_else(|| TransportError::BadTarget(url.to_url()))?;
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
+    let stream = tokio::time::timeout_at(deadline, connector.connect(name, stream))
+        .await
+        .map_err(|_| TransportError::Timeout("TLS handshake"))?
+        .map_err(TransportError::Tls)?;
+    exchange_on(stream, wire, caps, deadline, head_only_sse).await
+}
+
+/// Connect and finish a TLS handshake with an `https` target, sending nothing else: whether its
+/// certificate is trusted. Plain `http` targets are not contacted.
+pub async fn tls_handshake(url: &HttpUrl, deadline: Instant) -> Result<(), TransportError> {
+    let Some(Tls(config)) = &url.tls else {
+        return Ok(());
+    };
+    let stream = tokio::time::timeout_at(deadline, TcpStream::connect(url.connect_addr()))
+        .await
+        .map_err(|_| TransportError::Timeout("connect"))?
+        .map_err(TransportError::Connect)?;
+    let name = reference_gate::tls::server_name(&url.host)
+        .ok_or_else(|| TransportError::BadTarget(url.to_url()))?;
+    let connector = tokio_rustls::TlsConnector::from(config.clone());
+    let mut stream = tokio::time::timeout_at(deadline, connector.connect(name, stream))
+        .await
+        .map_err(|_| TransportError::Timeout("TLS handshake"))?
+        .map_err(TransportError::Tls)?;
+    let _ = stream.shutdown().await;
+    Ok(())
+}
+
+/// [`exchange`] on a connected stream (TCP, or TLS over TCP).
+async fn exchange_on<S>(
+    stream: S,
+    wire: Wire,
+    caps: Caps,
+    deadline: Instant,
+    head_only_sse: bool,
+) -> Result<HttpResponse, TransportError>
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
     let raw = matches!(wire, Wire::Raw(_));
     let started = Instant::now();
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = tokio::io::split(stream);
     let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let count = sent.clone();
 
@@ -365,6 +452,9 @@ async fn read_some<R: AsyncReadExt + Unpin>(
     match tokio::time::timeout_at(deadline, reader.read(buf)).await {
         Err(_) => Err(TransportError::Timeout(what)),
         Ok(Ok(n)) => Ok(n),
+        // TLS: the server closed the connection without close_notify. The HTTP framing says
+        // whether the answer was complete (`cut_short`), as for a plain close.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
         // A reset after a complete answer is common (the server closed while we wrote).
         Ok(Err(e)) => Err(TransportError::Io(e)),
     }

@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod http;
 pub mod pacing;
 pub mod stdio;
+pub mod tls;
 
 use serde_json::Value;
 use std::time::Duration;
@@ -37,6 +38,10 @@ pub enum TransportError {
     Io(#[source] std::io::Error),
     #[error("the MCP handshake failed: {0}")]
     Handshake(String),
+    #[error("the TLS handshake failed: {0}")]
+    Tls(#[source] std::io::Error),
+    #[error("cannot set up TLS: {0}")]
+    TlsSetup(#[source] reference_gate::tls::TlsError),
 }
 
 impl TransportError {

@@ -26,30 +26,80 @@ const HANG: Duration = Duration::from_secs(120);
 
 type Answer = Response<Full<Bytes>>;
 
+/// Where the witness is served: its port and scheme, as `Origin` and `Host` must name them.
+#[derive(Debug, Clone, Copy)]
+struct Local {
+    port: u16,
+    /// `http` or `https`.
+    scheme: &'static str,
+}
+
 /// Serve `witness` on `listener` until the task is dropped or aborted.
 pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    serve_with(listener, witness, None).await;
+}
+
+/// Serve `witness` over TLS on `listener` until the task is dropped or aborted. A client that
+/// does not finish its TLS handshake within the header deadline is dropped.
+pub async fn serve_tls(
+    listener: TcpListener,
+    witness: Arc<Witness>,
+    tls: Arc<rustls::ServerConfig>,
+) {
+    serve_with(
+        listener,
+        witness,
+        Some(tokio_rustls::TlsAcceptor::from(tls)),
+    )
+    .await;
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    witness: Arc<Witness>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    let local = Local {
+        port: listener.local_addr().map(|a| a.port()).unwrap_or(0),
+        scheme: if tls.is_some() { "https" } else { "http" },
+    };
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let witness = witness.clone();
-        if witness.config.is(Broken::LaxHttp) || witness.config.is(Broken::KeepAfter400) {
-            tokio::spawn(serve_lax_http(stream, witness, port));
+        let Some(acceptor) = tls.clone() else {
+            tokio::spawn(serve_connection(stream, witness, local));
             continue;
-        }
+        };
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let witness = witness.clone();
-                async move { handle(&witness, port, req).await }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(READ_DEADLINE)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            if let Ok(Ok(stream)) =
+                tokio::time::timeout(READ_DEADLINE, acceptor.accept(stream)).await
+            {
+                serve_connection(stream, witness, local).await;
+            }
         });
     }
+}
+
+/// One client connection, plain or TLS.
+async fn serve_connection<S>(stream: S, witness: Arc<Witness>, local: Local)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    if witness.config.is(Broken::LaxHttp) || witness.config.is(Broken::KeepAfter400) {
+        serve_lax_http(stream, witness, local).await;
+        return;
+    }
+    let service = hyper::service::service_fn(move |req| {
+        let witness = witness.clone();
+        async move { handle(&witness, local, req).await }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(READ_DEADLINE)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 /// The `lax-http` front: a careless HTTP/1.1 reader that trims spaces around header names, takes
@@ -57,7 +107,10 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
 /// connection, the way request smuggling happens. Under `keep-after-400` it sees a request with
 /// both `Content-Length` and `Transfer-Encoding`, refuses it with 400, reads its chunked body and
 /// keeps the connection open for what follows (uvicorn's and puma's way).
-async fn serve_lax_http(mut stream: tokio::net::TcpStream, w: Arc<Witness>, port: u16) {
+async fn serve_lax_http<S>(mut stream: S, w: Arc<Witness>, local: Local)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -132,7 +185,7 @@ async fn serve_lax_http(mut stream: tokio::net::TcpStream, w: Arc<Witness>, port
         }
         let body = buf[head_end..head_end + length].to_vec();
         buf.drain(..head_end + length);
-        let Ok(answer) = respond(&w, port, &method, &path, &headers, BodySource::Read(body)).await
+        let Ok(answer) = respond(&w, local, &method, &path, &headers, BodySource::Read(body)).await
         else {
             return;
         };
@@ -178,11 +231,11 @@ enum BodySource {
     Read(Vec<u8>),
 }
 
-async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer, Dropped> {
+async fn handle(w: &Witness, local: Local, req: Request<Incoming>) -> Result<Answer, Dropped> {
     let (parts, body) = req.into_parts();
     respond(
         w,
-        port,
+        local,
         &parts.method,
         parts.uri.path(),
         &parts.headers,
@@ -193,7 +246,7 @@ async fn handle(w: &Witness, port: u16, req: Request<Incoming>) -> Result<Answer
 
 async fn respond(
     w: &Witness,
-    port: u16,
+    local: Local,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -204,7 +257,7 @@ async fn respond(
         return Ok(plain(StatusCode::NOT_FOUND, "not found"));
     }
     let origin_checked = !w.config.is(Broken::NoOrigin);
-    if origin_checked && !(origin_ok(headers, port) && host_ok(headers, port)) {
+    if origin_checked && !(origin_ok(headers, local) && host_ok(headers, local.port)) {
         return Ok(refusal(
             w,
             StatusCode::FORBIDDEN,
@@ -580,8 +633,9 @@ fn version_ok(w: &Witness, headers: &HeaderMap, negotiated: Option<&str>) -> Res
     Ok(())
 }
 
-/// `Origin` absent, or exactly `http://{127.0.0.1|localhost|[::1]}:PORT`; one header only.
-fn origin_ok(headers: &HeaderMap, port: u16) -> bool {
+/// `Origin` absent, or exactly `SCHEME://{127.0.0.1|localhost|[::1]}:PORT` (the scheme it is
+/// served with); one header only.
+fn origin_ok(headers: &HeaderMap, local: Local) -> bool {
     let mut values = headers.get_all(hyper::header::ORIGIN).iter();
     let Some(first) = values.next() else {
         return true;
@@ -594,7 +648,7 @@ fn origin_ok(headers: &HeaderMap, port: u16) -> bool {
     };
     ["127.0.0.1", "localhost", "[::1]"]
         .iter()
-        .any(|h| origin == format!("http://{h}:{port}"))
+        .any(|h| origin == format!("{}://{h}:{}", local.scheme, local.port))
 }
 
 /// Exactly one `Host`, naming a loopback name and this port (DNS-rebinding defence, MCP-HTTP-SEC-03).

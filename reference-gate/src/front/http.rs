@@ -115,9 +115,38 @@ impl HttpFront {
     }
 }
 
+/// Where the front is served: its port and scheme, as `Origin` and `Host` must name them.
+#[derive(Debug, Clone, Copy)]
+struct Local {
+    port: u16,
+    /// `http://` or `https://`.
+    origin_scheme: &'static str,
+}
+
 /// Serve until the task is dropped.
 pub async fn serve(listener: TcpListener, front: Arc<HttpFront>) {
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    serve_with(listener, front, None).await;
+}
+
+/// Serve over TLS until the task is dropped. A client that does not finish its handshake within
+/// the client read deadline is dropped.
+pub async fn serve_tls(
+    listener: TcpListener,
+    front: Arc<HttpFront>,
+    tls: Arc<rustls::ServerConfig>,
+) {
+    serve_with(listener, front, Some(tokio_rustls::TlsAcceptor::from(tls))).await;
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    front: Arc<HttpFront>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    let local = Local {
+        port: listener.local_addr().map(|a| a.port()).unwrap_or(0),
+        origin_scheme: if tls.is_some() { "https://" } else { "http://" },
+    };
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors (or another transient error): back off instead of spinning,
@@ -126,19 +155,34 @@ pub async fn serve(listener: TcpListener, front: Arc<HttpFront>) {
             continue;
         };
         let front = front.clone();
+        let Some(acceptor) = tls.clone() else {
+            tokio::spawn(serve_connection(stream, front, local));
+            continue;
+        };
         tokio::spawn(async move {
-            let read_deadline = front.settings.read_deadline;
-            let service = hyper::service::service_fn(move |req| {
-                let front = front.clone();
-                async move { Ok::<_, Infallible>(handle(&front, port, req).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(read_deadline)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let by = front.settings.read_deadline;
+            if let Ok(Ok(stream)) = tokio::time::timeout(by, acceptor.accept(stream)).await {
+                serve_connection(stream, front, local).await;
+            }
         });
     }
+}
+
+/// One client connection, plain or TLS.
+async fn serve_connection<S>(stream: S, front: Arc<HttpFront>, local: Local)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let read_deadline = front.settings.read_deadline;
+    let service = hyper::service::service_fn(move |req| {
+        let front = front.clone();
+        async move { Ok::<_, Infallible>(handle(&front, local, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_deadline)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 fn one<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
@@ -268,7 +312,8 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
         })
 }
 
-async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer {
+async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answer {
+    let port = local.port;
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     if parts.uri.path() != PATH {
@@ -276,7 +321,7 @@ async fn handle(front: &HttpFront, port: u16, req: Request<Incoming>) -> Answer 
     }
     let origin_ok = match one(headers, "origin") {
         Ok(None) => true,
-        Ok(Some(o)) => loopback_authority(o, port, "http://"),
+        Ok(Some(o)) => loopback_authority(o, port, local.origin_scheme),
         Err(()) => false,
     };
     let host_ok = matches!(one(headers, "host"), Ok(Some(h)) if loopback_authority(h, port, ""));
