@@ -216,10 +216,9 @@ fn in_process_gate(
     );
     let proxy = reference_gate::cli::build_proxy(&cfg)
         .map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
-    let front = reference_gate::front::http::HttpFront::new(
-        proxy,
-        reference_gate::cli::http_settings(&cfg),
-    );
+    let settings = reference_gate::cli::http_settings(&cfg)
+        .map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
+    let front = reference_gate::front::http::HttpFront::new(proxy, settings);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .map_err(RunError::Witness)?;

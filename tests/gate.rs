@@ -469,3 +469,174 @@ fn a_call_that_times_out_is_cancelled_downstream() {
     });
     assert!(cancelled, "{:?}", witness_lines(&gate));
 }
+
+/// Send `head` (request line and headers, without the final blank line) and `body`.
+fn send(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let req = format!(
+        "{head}Host: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+fn challenge(resp: &str) -> Option<String> {
+    resp.lines().find_map(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("www-authenticate:")
+            .then(|| l["www-authenticate:".len()..].trim().to_string())
+    })
+}
+
+#[test]
+fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
+    use mcp_gauntlet::auth::{AuthInputs, Issuer};
+    let keys = tempfile::tempdir().unwrap();
+    let issuer = Issuer::generate("https://issuer.test", "k1").unwrap();
+    let jwks = keys.path().join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks()).unwrap();
+    let resource = "https://gate.test/mcp";
+    let auth: reference_gate::auth::AuthConfig = serde_json::from_value(serde_json::json!({
+        "resource": resource,
+        "issuer": "https://issuer.test",
+        "jwks_file": jwks.display().to_string(),
+        "scopes_supported": ["mcp", "math"],
+    }))
+    .unwrap();
+    let gate = start(move |cfg| {
+        cfg.auth = Some(auth);
+        // `add` needs the `math` scope (the witness policy allows it without).
+        cfg.policy
+            .rules
+            .retain(|r| r.tool.as_deref() != Some("add"));
+        cfg.policy.rules.push(
+            serde_json::from_str(r#"{"effect":"allow","tool":"add","scope":"math"}"#).unwrap(),
+        );
+    });
+    let inputs = AuthInputs {
+        issuer: Some((issuer, resource.to_string())),
+        scopes: "mcp".into(),
+        ..AuthInputs::default()
+    };
+    let tokens: std::collections::BTreeMap<&str, String> =
+        inputs.tokens().unwrap().into_iter().collect();
+    let bearer = |t: &str| format!("Authorization: Bearer {t}\r\n");
+    let meta = "https://gate.test/.well-known/oauth-protected-resource/mcp";
+
+    // No credentials: 401 and a challenge naming the metadata, without an error code.
+    let (status, resp) = post(gate.addr, "", INIT);
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge(&resp).as_deref(),
+        Some(format!(r#"Bearer resource_metadata="{meta}""#).as_str())
+    );
+    // Every bad token: 401 invalid_token.
+    for name in [
+        "token_alg_none",
+        "token_bad_signature",
+        "token_expired",
+        "token_not_yet_valid",
+        "token_wrong_audience",
+        "token_wrong_issuer",
+        "token_hmac_public_key",
+    ] {
+        let (status, resp) = post(gate.addr, &bearer(&tokens[name]), INIT);
+        assert_eq!(status, 401, "{name}: {resp}");
+        let c = challenge(&resp).unwrap_or_default();
+        assert!(c.contains(r#"error="invalid_token""#), "{name}: {c}");
+        assert!(
+            !resp.contains(&tokens[name]),
+            "{name}: the token is never echoed"
+        );
+    }
+    let good = &tokens["token_good"];
+    for malformed in [
+        format!("Authorization: Basic {good}\r\n"),
+        format!("Authorization: Bearer  {good}\r\n"),
+        format!("Authorization: Bearer {good}\r\nAuthorization: Bearer {good}\r\n"),
+        "Authorization: Bearer\r\n".to_string(),
+        format!("Authorization: Bearer {}\r\n", "a".repeat(9000)),
+    ] {
+        assert_eq!(post(gate.addr, &malformed, INIT).0, 401, "{malformed:.60}");
+    }
+    // In the query string only: no credentials. Beside a header: ambiguous, 400.
+    let query_head = format!(
+        "POST /mcp?access_token={good} HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+    );
+    assert_eq!(send(gate.addr, &query_head, INIT).0, 401);
+    assert_eq!(
+        send(gate.addr, &format!("{query_head}{}", bearer(good)), INIT).0,
+        400
+    );
+    // The good token, in any case of the scheme name.
+    let (status, resp) = post(
+        gate.addr,
+        &format!("Authorization: bearer {good}\r\n"),
+        INIT,
+    );
+    assert_eq!(status, 200, "{resp}");
+    let sid = session(&resp);
+    // Sessions are not authentication: the session alone is refused.
+    let call = |tool: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"a":1,"b":2,"text":"hi"}}}}}}"#
+        )
+    };
+    assert_eq!(post(gate.addr, &with_session(&sid), &call("echo")).0, 401);
+    let (status, resp) = post(
+        gate.addr,
+        &format!("{}{}", with_session(&sid), bearer(good)),
+        &call("echo"),
+    );
+    assert_eq!(status, 200, "{resp}");
+    assert!(messages(&resp)[0].get("result").is_some(), "{resp}");
+    // A scope the token lacks: 403, naming the scope.
+    let (status, resp) = post(
+        gate.addr,
+        &format!("{}{}", with_session(&sid), bearer(good)),
+        &call("add"),
+    );
+    assert_eq!(status, 403, "{resp}");
+    let c = challenge(&resp).unwrap_or_default();
+    assert!(
+        c.contains(r#"error="insufficient_scope""#) && c.contains(r#"scope="math""#),
+        "{c}"
+    );
+    assert!(!witness_lines(&gate).iter().any(|e| e["raw"]
+        .as_str()
+        .is_some_and(|r| r.contains(r#""name":"add""#))));
+    // With the scope, the call goes through.
+    let Some((issuer, aud)) = &inputs.issuer else {
+        unreachable!()
+    };
+    let math = issuer.mint(&issuer.claims(aud, "mcp math")).unwrap();
+    let (status, resp) = post(
+        gate.addr,
+        &format!("{}{}", with_session(&sid), bearer(&math)),
+        &call("add"),
+    );
+    assert_eq!(status, 200, "{resp}");
+    assert!(messages(&resp)[0].get("result").is_some(), "{resp}");
+    // No token reached the downstream or the trace.
+    let seen = std::fs::read_to_string(&gate._gate.witness_log).unwrap_or_default();
+    let trace = std::fs::read_to_string(&gate.trace).unwrap_or_default();
+    for t in tokens.values().chain([&math]) {
+        assert!(!seen.contains(t.as_str()) && !trace.contains(t.as_str()));
+    }
+    // The metadata, without credentials, at its well-known path.
+    let (status, resp) = send(
+        gate.addr,
+        "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\n",
+        "",
+    );
+    assert_eq!(status, 200, "{resp}");
+    let doc = messages(&resp).pop().unwrap_or_default();
+    assert_eq!(doc["resource"], resource);
+    assert_eq!(doc["authorization_servers"][0], "https://issuer.test");
+}

@@ -223,7 +223,7 @@ impl InProcessGate {
         edit(&mut cfg, dir.path());
         let front = reference_gate::front::http::HttpFront::new(
             proxy(&cfg),
-            reference_gate::cli::http_settings(&cfg),
+            reference_gate::cli::http_settings(&cfg).expect("the front's settings"),
         );
         let listener = rt
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

@@ -110,14 +110,19 @@ pub fn forwarder(cfg: &GateConfig) -> anyhow::Result<ConfiguredForwarder> {
     ))
 }
 
-/// The HTTP front's settings for a configuration.
-pub fn http_settings(cfg: &GateConfig) -> HttpSettings {
-    HttpSettings {
+/// The HTTP front's settings for a configuration (a JWKS file is read now).
+pub fn http_settings(cfg: &GateConfig) -> anyhow::Result<HttpSettings> {
+    let auth = match &cfg.auth {
+        Some(a) => Some(Arc::new(crate::auth::Verifier::new(a.clone())?)),
+        None => None,
+    };
+    Ok(HttpSettings {
         server_id: cfg.server.clone(),
         bearer_sha256: cfg.bearer_sha256.clone(),
         read_deadline: Duration::from_millis(cfg.deadlines.client_read_ms),
         refusal_code: cfg.errors.malformed,
-    }
+        auth,
+    })
 }
 
 /// Serve a configuration until killed (HTTP) or until stdin ends (stdio).
@@ -149,7 +154,7 @@ pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
     println!("listening {scheme}://{addr}{}", crate::front::http::PATH);
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    let front = HttpFront::new(proxy, http_settings(&cfg));
+    let front = HttpFront::new(proxy, http_settings(&cfg)?);
     match tls {
         Some(tls) => crate::front::http::serve_tls(listener, front, tls).await,
         None => crate::front::http::serve(listener, front).await,

@@ -109,6 +109,10 @@ pub struct GateConfig {
     /// A PEM file of certificates trusted for `https` downstreams besides the platform's roots.
     #[serde(default)]
     pub downstream_ca: Option<String>,
+    /// OAuth: the HTTP front checks a JWT access token on every request (instead of
+    /// `bearer_sha256`).
+    #[serde(default)]
+    pub auth: Option<crate::auth::AuthConfig>,
 }
 
 /// The HTTP front's certificate chain (PEM, leaf first) and private key (PEM).
@@ -156,6 +160,10 @@ pub enum ConfigError {
     Rule(#[from] crate::policy::RuleError),
     #[error("`versions` must list protocol versions the gate knows (2025-06-18, 2025-11-25, 2026-07-28), at least one")]
     Versions,
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
+    #[error("give `auth` (JWT access tokens) or `bearer_sha256` (token digests), not both")]
+    TwoAuthModes,
 }
 
 impl GateConfig {
@@ -201,6 +209,12 @@ impl GateConfig {
         let known = |v: &String| crate::era::DEFAULT_VERSIONS.contains(&v.as_str());
         if self.versions.is_empty() || !self.versions.iter().all(known) {
             return Err(ConfigError::Versions);
+        }
+        if let Some(auth) = &self.auth {
+            if !self.bearer_sha256.is_empty() {
+                return Err(ConfigError::TwoAuthModes);
+            }
+            auth.validate()?;
         }
         Ok(())
     }

@@ -212,6 +212,66 @@ where
     Ok(sender)
 }
 
+/// One GET of `url` (its certificate checked with `tls` for https), before `deadline`, whose
+/// `200` body is at most `max` bytes: how the gate fetches documents it needs (a JWKS).
+pub async fn get(
+    url: &str,
+    max: usize,
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    deadline: Instant,
+) -> Result<Vec<u8>, ForwardError> {
+    let target = parse_url(url).ok_or(ForwardError::UnknownServer)?;
+    let stream = tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(&target.connect))
+        .await
+        .map_err(|_| ForwardError::Timeout)?
+        .map_err(|_| ForwardError::Unreachable)?;
+    let mut sender = match (target.tls_name.clone(), tls) {
+        (None, _) => handshake(stream, deadline).await?,
+        (Some(name), Some(tls)) => {
+            let stream = tokio::time::timeout_at(
+                deadline,
+                tokio_rustls::TlsConnector::from(tls).connect(name, stream),
+            )
+            .await
+            .map_err(|_| ForwardError::Timeout)?
+            .map_err(|_| ForwardError::Unreachable)?;
+            handshake(stream, deadline).await?
+        }
+        (Some(_), None) => return Err(ForwardError::Unreachable),
+    };
+    let req = Request::builder()
+        .method(Method::GET)
+        .uri(&target.path)
+        .header("host", &target.authority)
+        .header("accept", "application/json")
+        .body(Full::new(Bytes::new()))
+        .map_err(|_| ForwardError::Unreachable)?;
+    let read = async {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|_| ForwardError::Unreachable)?;
+        if resp.status() != hyper::StatusCode::OK {
+            return Err(ForwardError::BadAnswer);
+        }
+        let mut body = resp.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| ForwardError::Unreachable)?;
+            if let Ok(data) = frame.into_data() {
+                out.extend_from_slice(&data);
+                if out.len() > max {
+                    return Err(ForwardError::Oversize);
+                }
+            }
+        }
+        Ok(out)
+    };
+    tokio::time::timeout_at(deadline, read)
+        .await
+        .map_err(|_| ForwardError::Timeout)?
+}
+
 struct HttpTarget {
     authority: String,
     connect: String,
@@ -1229,10 +1289,16 @@ mod tests {
     #[test]
     fn downstream_urls_name_where_to_connect_and_whether_to_speak_tls() {
         let t = parse_url("https://example.test/mcp").expect("https");
-        assert_eq!((t.connect.as_str(), t.path.as_str()), ("example.test:443", "/mcp"));
+        assert_eq!(
+            (t.connect.as_str(), t.path.as_str()),
+            ("example.test:443", "/mcp")
+        );
         assert!(t.tls_name.is_some());
         let t = parse_url("http://127.0.0.1:8080").expect("http");
-        assert_eq!((t.connect.as_str(), t.path.as_str()), ("127.0.0.1:8080", "/"));
+        assert_eq!(
+            (t.connect.as_str(), t.path.as_str()),
+            ("127.0.0.1:8080", "/")
+        );
         assert!(t.tls_name.is_none());
         let t = parse_url("https://[::1]/mcp").expect("IPv6 without a port");
         assert_eq!(t.connect, "::1:443");
@@ -1240,7 +1306,10 @@ mod tests {
         let t = parse_url("https://[::1]:8443/mcp").expect("IPv6 with a port");
         assert_eq!(t.connect, "::1:8443");
         assert!(parse_url("ftp://example.test/").is_none());
-        assert!(parse_url("https://exa mple/").is_none(), "not a name a certificate can carry");
+        assert!(
+            parse_url("https://exa mple/").is_none(),
+            "not a name a certificate can carry"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! **Architecture invariant:** this crate depends on nothing of the mcp-gauntlet suite; it is a
 //! product a team can deploy on its own.
 
+pub mod auth;
 pub mod canonical;
 pub mod cli;
 pub mod config;

@@ -17,6 +17,9 @@ pub struct AgentActionRequest {
     pub arguments: Json,
     /// Who is asking, when the front could establish it.
     pub principal: Option<String>,
+    /// The scopes the caller's access token grants; `None` when the front checks no token
+    /// scopes (no authentication, or token digests).
+    pub scopes: Option<Vec<String>>,
     /// The gate's own clock, never the client's.
     pub timestamp: SystemTime,
     /// Correlation only: not part of the action's scope.
@@ -55,6 +58,9 @@ pub struct Action {
     pub kind: ActionKind,
     /// The URI, name or method the action is about.
     pub subject: String,
+    /// The scopes the caller's access token grants (see [`AgentActionRequest::scopes`]); `None`
+    /// for actions no client token stands behind (requests the server sends).
+    pub scopes: Option<Vec<String>>,
 }
 
 /// A policy engine.
@@ -65,6 +71,19 @@ pub trait Engine: Send + Sync + 'static {
     /// requests. The default denies, so an engine that knows only tools lets nothing else pass.
     fn decide_action(&self, _server_id: &str, _action: &Action) -> Result<Decision, EngineError> {
         Ok(Decision::Deny)
+    }
+
+    /// For an action the engine denied: the scope a token would need for it to be allowed
+    /// (the answer is then 403 `insufficient_scope` naming it), or `None` when no scope would
+    /// help. `kind` is `None` for a tool. Default: none.
+    fn missing_scope(
+        &self,
+        _server_id: &str,
+        _kind: Option<ActionKind>,
+        _subject: &str,
+        _held: Option<&[String]>,
+    ) -> Option<String> {
+        None
     }
 
     /// Whether `tool` on `server_id` may be listed to clients (`tools/list` filtering). The
@@ -92,7 +111,8 @@ pub enum Effect {
 /// One rule: an effect for a server id and exactly one subject — a tool name, a resource URI, a
 /// prompt name, a method, or a server-to-client request method. Patterns may use `*` for any
 /// run of characters. A `deny` pattern matches ignoring ASCII case (a downstream may fold case
-/// where the gate does not); an `allow` pattern matches exactly.
+/// where the gate does not); an `allow` pattern matches exactly. An `allow` rule with a `scope`
+/// allows only callers whose access token grants that scope.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -109,6 +129,9 @@ pub struct Rule {
     pub method: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_request: Option<String>,
+    /// `allow` only: the OAuth scope the caller's token must grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 impl Rule {
@@ -122,6 +145,7 @@ impl Rule {
             prompt: None,
             method: None,
             server_request: None,
+            scope: None,
         }
     }
 
@@ -192,22 +216,56 @@ pub struct RuleEngine {
     pub rules: Vec<Rule>,
 }
 
-/// A rule without exactly one subject.
+/// A rule the engine cannot apply.
 #[derive(Debug, thiserror::Error)]
-#[error("policy rule {0} must name exactly one of tool, resource, prompt, method, server_request")]
-pub struct RuleError(pub usize);
+#[non_exhaustive]
+pub enum RuleError {
+    #[error(
+        "policy rule {0} must name exactly one of tool, resource, prompt, method, server_request"
+    )]
+    Subjects(usize),
+    #[error("policy rule {0}: only an allow rule can require a scope, and the scope cannot be empty or hold a space or quote")]
+    Scope(usize),
+}
+
+/// How a subject fares under the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fate {
+    Allowed,
+    Denied,
+    /// Denied, but an allow rule would match with this scope.
+    NeedsScope(String),
+}
 
 impl RuleEngine {
-    /// Every rule names exactly one subject.
+    /// Every rule names exactly one subject; only allow rules name a scope.
     pub fn validate(&self) -> Result<(), RuleError> {
-        match self.rules.iter().position(|r| r.subjects() != 1) {
-            Some(i) => Err(RuleError(i)),
+        if let Some(i) = self.rules.iter().position(|r| r.subjects() != 1) {
+            return Err(RuleError::Subjects(i));
+        }
+        let bad_scope = |r: &Rule| match &r.scope {
+            None => false,
+            Some(s) => {
+                r.effect == Effect::Deny
+                    || s.is_empty()
+                    || s.contains([' ', '"', '\\'])
+                    || s.chars().any(char::is_control)
+            }
+        };
+        match self.rules.iter().position(bad_scope) {
+            Some(i) => Err(RuleError::Scope(i)),
             None => Ok(()),
         }
     }
 
-    fn allows(&self, server: &str, kind: Option<ActionKind>, subject: &str) -> bool {
-        let mut allowed = false;
+    fn fate(
+        &self,
+        server: &str,
+        kind: Option<ActionKind>,
+        subject: &str,
+        held: Option<&[String]>,
+    ) -> Fate {
+        let mut fate = Fate::Denied;
         for r in &self.rules {
             if !(r.server == "*" || r.server == server) {
                 continue;
@@ -216,27 +274,35 @@ impl RuleEngine {
                 continue;
             };
             match r.effect {
-                Effect::Deny if glob(pattern, subject, true) => return false,
-                Effect::Allow if glob(pattern, subject, false) => allowed = true,
+                Effect::Deny if glob(pattern, subject, true) => return Fate::Denied,
+                Effect::Allow if glob(pattern, subject, false) => match &r.scope {
+                    None => fate = Fate::Allowed,
+                    Some(s) if held.is_some_and(|h| h.contains(s)) => fate = Fate::Allowed,
+                    Some(s) if fate == Fate::Denied => fate = Fate::NeedsScope(s.clone()),
+                    Some(_) => {}
+                },
                 _ => {}
             }
         }
-        allowed
+        fate
+    }
+
+    fn allows(
+        &self,
+        server: &str,
+        kind: Option<ActionKind>,
+        subject: &str,
+        held: Option<&[String]>,
+    ) -> bool {
+        self.fate(server, kind, subject, held) == Fate::Allowed
     }
 }
 
 impl Engine for RuleEngine {
     fn decide(&self, request: &AgentActionRequest) -> Result<Decision, EngineError> {
-        Ok(if self.allows(&request.server_id, None, &request.tool) {
-            Decision::Allow
-        } else {
-            Decision::Deny
-        })
-    }
-
-    fn decide_action(&self, server_id: &str, action: &Action) -> Result<Decision, EngineError> {
+        let held = request.scopes.as_deref();
         Ok(
-            if self.allows(server_id, Some(action.kind), &action.subject) {
+            if self.allows(&request.server_id, None, &request.tool, held) {
                 Decision::Allow
             } else {
                 Decision::Deny
@@ -244,8 +310,34 @@ impl Engine for RuleEngine {
         )
     }
 
+    fn decide_action(&self, server_id: &str, action: &Action) -> Result<Decision, EngineError> {
+        let held = action.scopes.as_deref();
+        Ok(
+            if self.allows(server_id, Some(action.kind), &action.subject, held) {
+                Decision::Allow
+            } else {
+                Decision::Deny
+            },
+        )
+    }
+
+    fn missing_scope(
+        &self,
+        server_id: &str,
+        kind: Option<ActionKind>,
+        subject: &str,
+        held: Option<&[String]>,
+    ) -> Option<String> {
+        match self.fate(server_id, kind, subject, held) {
+            Fate::NeedsScope(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Listing needs no scope: a scoped tool is listed (a call without the scope gets 403
+    /// `insufficient_scope`, which tells the client what to ask for).
     fn visible(&self, server_id: &str, tool: &str) -> bool {
-        self.allows(server_id, None, tool)
+        self.fate(server_id, None, tool, None) != Fate::Denied
     }
 
     /// A scan of the configured rules: bounded, no I/O.
@@ -264,6 +356,7 @@ mod tests {
             tool: tool.into(),
             arguments: Json::Object(Vec::new()),
             principal: None,
+            scopes: None,
             timestamp: SystemTime::now(),
             request_id: Id::Int(1),
         };
@@ -299,6 +392,7 @@ mod tests {
             let a = Action {
                 kind,
                 subject: subject.into(),
+                scopes: None,
             };
             e.decide_action("s", &a).unwrap()
         };
@@ -330,6 +424,61 @@ mod tests {
         assert_eq!(ask_in(&e, ActionKind::Method, "tools/call"), Decision::Deny);
         e.rules[0].prompt = Some("*".into());
         assert!(e.validate().is_err());
+    }
+
+    #[test]
+    fn a_scoped_allow_rule_needs_its_scope() {
+        let e: RuleEngine = serde_json::from_str(
+            r#"{"rules":[{"effect":"allow","tool":"echo"},
+                        {"effect":"allow","tool":"add","scope":"math"},
+                        {"effect":"allow","resource":"test://*","scope":"read"},
+                        {"effect":"deny","tool":"add-secret"},
+                        {"effect":"allow","tool":"add*","scope":"math"}]}"#,
+        )
+        .unwrap();
+        e.validate().unwrap();
+        let call = |tool: &str, scopes: Option<Vec<String>>| {
+            let req = AgentActionRequest {
+                server_id: "s".into(),
+                tool: tool.into(),
+                arguments: Json::Object(Vec::new()),
+                principal: None,
+                scopes,
+                timestamp: SystemTime::now(),
+                request_id: Id::Int(1),
+            };
+            e.decide(&req).unwrap()
+        };
+        let math = Some(vec!["read".to_string(), "math".to_string()]);
+        assert_eq!(call("add", math.clone()), Decision::Allow);
+        assert_eq!(call("add", Some(vec!["read".into()])), Decision::Deny);
+        assert_eq!(
+            call("add", None),
+            Decision::Deny,
+            "no token scopes: fail closed"
+        );
+        assert_eq!(call("echo", None), Decision::Allow);
+        assert_eq!(call("add-secret", math), Decision::Deny, "deny wins");
+        assert_eq!(
+            e.missing_scope("s", None, "add", Some(&[])),
+            Some("math".into())
+        );
+        assert_eq!(e.missing_scope("s", None, "add-secret", None), None);
+        assert_eq!(e.missing_scope("s", None, "nope", None), None);
+        let read = Action {
+            kind: ActionKind::Resource,
+            subject: "test://x".into(),
+            scopes: Some(vec!["read".into()]),
+        };
+        assert_eq!(e.decide_action("s", &read).unwrap(), Decision::Allow);
+        assert!(e.visible("s", "add") && !e.visible("s", "add-secret"));
+        let deny_with_scope: RuleEngine =
+            serde_json::from_str(r#"{"rules":[{"effect":"deny","tool":"x","scope":"a"}]}"#)
+                .unwrap();
+        assert!(matches!(
+            deny_with_scope.validate(),
+            Err(RuleError::Scope(0))
+        ));
     }
 
     #[test]

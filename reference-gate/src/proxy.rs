@@ -22,6 +22,9 @@ const ENGINE_DEADLINE: Duration = Duration::from_secs(2);
 pub struct Credentials {
     /// The principal the front established (from a verified token), if any.
     pub principal: Option<String>,
+    /// The scopes a verified access token grants; `None` when the front checks no token
+    /// scopes (then rules that require a scope never allow).
+    pub scopes: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Credentials {
@@ -63,6 +66,9 @@ pub struct ProxyResult {
     pub negotiated: Option<String>,
     /// Whether the message was served as a modern (per-request `_meta`) one.
     pub modern: bool,
+    /// Denied for want of a scope the caller's token lacks: the scope (HTTP: 403
+    /// `insufficient_scope` naming it).
+    pub scope_needed: Option<String>,
 }
 
 /// What a front sends back for one message.
@@ -240,6 +246,7 @@ impl Proxy {
             )),
             handled: Handled::Refused,
             decision_id: decision_id(),
+            scope_needed: None,
             negotiated: None,
             modern: true,
         }
@@ -325,6 +332,7 @@ impl Proxy {
             bytes: Some(serde_json::Value::Array(answers).to_string().into_bytes()),
             handled: Handled::Forwarded,
             decision_id: decision_id(),
+            scope_needed: None,
             negotiated: None,
             modern: false,
         })
@@ -344,6 +352,7 @@ impl Proxy {
             bytes: Some(error_bytes(None, self.codes.malformed, MSG_MALFORMED)),
             handled: Handled::Malformed,
             decision_id: decision_id(),
+            scope_needed: None,
             negotiated: None,
             modern: false,
         }
@@ -413,6 +422,7 @@ impl Proxy {
             bytes,
             handled,
             decision_id: decision.clone(),
+            scope_needed: None,
             negotiated: None,
             modern,
         };
@@ -434,7 +444,8 @@ impl Proxy {
         }
         let (id, method) = match c.message() {
             Message::Notification { method, .. } => {
-                self.notify(server_id, session, c, method).await;
+                self.notify(server_id, session, c, method, credentials.scopes.as_deref())
+                    .await;
                 return Answer::Done(done(None, Handled::Accepted));
             }
             Message::Request { id, method, .. } => (id, method.as_str()),
@@ -451,8 +462,19 @@ impl Proxy {
             relay_any_request: self.faults.relay_server_requests,
         };
         // Each use of a resource, prompt or method is decided once and traced.
+        let held = credentials.scopes.as_deref();
+        // The scope a denied use would have needed (403 `insufficient_scope` over HTTP).
+        let needed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
         let allows = |kind: ActionKind, subject: &str| {
-            let allowed = relay::allowed(self.engine.as_ref(), server_id, kind, subject);
+            let allowed = relay::allowed(self.engine.as_ref(), server_id, kind, subject, held);
+            if !allowed {
+                let scope = self
+                    .engine
+                    .missing_scope(server_id, Some(kind), subject, held);
+                if let (Some(scope), Ok(mut n)) = (scope, needed.lock()) {
+                    n.get_or_insert(scope);
+                }
+            }
             self.tracer.record(&Trace {
                 decision_id: &decision,
                 server: server_id,
@@ -469,10 +491,12 @@ impl Proxy {
             allowed
         };
         let denied = || {
-            Answer::Done(done(
+            let mut r = done(
                 Some(error_bytes(Some(id), codes.denied, MSG_DENIED)),
                 Handled::Denied,
-            ))
+            );
+            r.scope_needed = needed.lock().ok().and_then(|mut n| n.take());
+            Answer::Done(r)
         };
         let bad_params = || {
             Answer::Done(done(
@@ -657,6 +681,7 @@ impl Proxy {
         session: Option<&Arc<Session>>,
         c: &Canonical,
         method: &str,
+        credentials_scopes: Option<&[String]>,
     ) {
         let Some(downstream) = session.and_then(|s| s.downstream()) else {
             return;
@@ -665,10 +690,20 @@ impl Proxy {
         let allowed = match method {
             "notifications/initialized" => false,
             "notifications/cancelled" | "notifications/progress" => true,
-            "notifications/roots/list_changed" => {
-                relay::allowed(engine, server_id, ActionKind::ServerRequest, "roots/list")
-            }
-            other => relay::allowed(engine, server_id, ActionKind::Method, other),
+            "notifications/roots/list_changed" => relay::allowed(
+                engine,
+                server_id,
+                ActionKind::ServerRequest,
+                "roots/list",
+                credentials_scopes,
+            ),
+            other => relay::allowed(
+                engine,
+                server_id,
+                ActionKind::Method,
+                other,
+                credentials_scopes,
+            ),
         };
         if allowed {
             // Best effort: a notification has no answer to fail with.
@@ -684,6 +719,7 @@ impl Proxy {
             bytes,
             handled,
             decision_id: decision.clone(),
+            scope_needed: None,
             negotiated: None,
             modern,
         };
@@ -777,6 +813,7 @@ impl Proxy {
                 server_id,
                 ActionKind::ServerRequest,
                 method,
+                None,
             )
         };
         let client_caps = c.message().param("capabilities");
@@ -834,6 +871,7 @@ impl Proxy {
                 bytes: Some(answer.forwarding_bytes().to_vec()),
                 handled: Handled::Forwarded,
                 decision_id: decision.clone(),
+                scope_needed: None,
                 negotiated: Some(version),
                 modern: false,
             };
@@ -852,6 +890,7 @@ impl Proxy {
             bytes: Some(error_bytes(Some(id), self.codes.downstream, MSG_DOWNSTREAM)),
             handled: Handled::DownstreamFailed,
             decision_id: decision.clone(),
+            scope_needed: None,
             negotiated: None,
             modern: false,
         };
@@ -1012,6 +1051,7 @@ impl Proxy {
                 bytes: Some(bytes),
                 handled,
                 decision_id: decision.to_string(),
+                scope_needed: None,
                 negotiated: None,
                 modern: false,
             })
@@ -1048,6 +1088,7 @@ impl Proxy {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
             principal: credentials.principal.clone(),
+            scopes: credentials.scopes.clone(),
             timestamp: SystemTime::now(),
             request_id: call.id.clone(),
         };
@@ -1068,10 +1109,20 @@ impl Proxy {
                 (Some(text), true) => format!("{MSG_DENIED}: {}", text.replace(['"', '\\'], "'")),
                 _ => MSG_DENIED.to_string(),
             };
-            return result(
-                error_bytes(Some(id), codes.denied, &message),
-                Handled::Denied,
+            let scope = self.engine.missing_scope(
+                server_id,
+                None,
+                &call.name,
+                credentials.scopes.as_deref(),
             );
+            return Answer::Done(ProxyResult {
+                bytes: Some(error_bytes(Some(id), codes.denied, &message)),
+                handled: Handled::Denied,
+                decision_id: decision.to_string(),
+                negotiated: None,
+                modern: false,
+                scope_needed: scope,
+            });
         }
         let outgoing = if self.faults.forward_raw {
             raw

@@ -235,16 +235,19 @@ pub(crate) fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> 
 pub(crate) const MSG_DOWNSTREAM: &str = "Downstream server failed";
 const MSG_REFUSED: &str = "Request denied by policy";
 
-/// Whether the engine allows an action; an engine error denies.
+/// Whether the engine allows an action, for a caller whose token grants `held` scopes (`None`:
+/// no token scopes); an engine error denies.
 pub(crate) fn allowed(
     engine: &dyn Engine,
     server_id: &str,
     kind: ActionKind,
     subject: &str,
+    held: Option<&[String]>,
 ) -> bool {
     let action = Action {
         kind,
         subject: subject.to_string(),
+        scopes: held.map(<[String]>::to_vec),
     };
     matches!(
         engine.decide_action(server_id, &action),
@@ -254,7 +257,8 @@ pub(crate) fn allowed(
 
 impl RelayCtx {
     fn allows(&self, kind: ActionKind, subject: &str) -> bool {
-        allowed(self.engine.as_ref(), &self.server_id, kind, subject)
+        // What the server asks of the client: no client token stands behind it.
+        allowed(self.engine.as_ref(), &self.server_id, kind, subject, None)
     }
 
     /// The downstream-failure answer for the request being relayed.

@@ -94,6 +94,8 @@ pub struct HttpSettings {
     pub read_deadline: Duration,
     /// The error code of transport-level refusals' JSON-RPC envelopes.
     pub refusal_code: i64,
+    /// OAuth access tokens (JWT) checked on every request, instead of token digests.
+    pub auth: Option<Arc<crate::auth::Verifier>>,
 }
 
 /// The HTTP front's shared state.
@@ -246,6 +248,67 @@ impl HttpFront {
         }
     }
 
+    /// Who is asking: a verified access token's subject and scopes, a token digest's principal,
+    /// or nobody (no authentication configured); or the 400/401 refusal with its challenge.
+    async fn credentials(
+        &self,
+        parts: &hyper::http::request::Parts,
+    ) -> Result<Credentials, Answer> {
+        let Some(auth) = &self.settings.auth else {
+            return match self.principal(&parts.headers) {
+                Ok(principal) => Ok(Credentials {
+                    principal,
+                    scopes: None,
+                }),
+                Err(()) => Err(self.refuse(StatusCode::UNAUTHORIZED, "Unauthorized")),
+            };
+        };
+        let values: Vec<&[u8]> = parts
+            .headers
+            .get_all("authorization")
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect();
+        let in_query = parts.uri.query().is_some_and(|q| {
+            q.split('&').any(|kv| {
+                kv.split('=')
+                    .next()
+                    .is_some_and(|k| k.eq_ignore_ascii_case("access_token"))
+            })
+        });
+        match auth.verify(&values, in_query).await {
+            Ok(v) => Ok(Credentials {
+                principal: Some(format!("sub:{}", v.subject)),
+                scopes: Some(v.scopes),
+            }),
+            Err(refusal) => {
+                let (status, message) = match refusal {
+                    crate::auth::Refusal::Ambiguous => (StatusCode::BAD_REQUEST, "Bad Request"),
+                    _ => (StatusCode::UNAUTHORIZED, "Unauthorized"),
+                };
+                let mut r = self.refuse(status, message);
+                if let Ok(v) = HeaderValue::from_str(&auth.challenge(refusal)) {
+                    r.headers_mut().insert("www-authenticate", v);
+                }
+                Err(r)
+            }
+        }
+    }
+
+    /// The Protected Resource Metadata answer, for a GET of its well-known path.
+    fn metadata(&self, parts: &hyper::http::request::Parts) -> Option<Answer> {
+        let auth = self.settings.auth.as_ref()?;
+        let path = parts.uri.path();
+        let ours = path == auth.config().metadata_path() || path == crate::auth::WELL_KNOWN;
+        if !ours || parts.method != Method::GET {
+            return None;
+        }
+        let mut r = json_answer(StatusCode::OK, auth.metadata());
+        r.headers_mut()
+            .insert("cache-control", HeaderValue::from_static("max-age=300"));
+        Some(r)
+    }
+
     fn principal(&self, headers: &HeaderMap) -> Result<Option<String>, ()> {
         if self.settings.bearer_sha256.is_empty() {
             return Ok(None);
@@ -316,6 +379,9 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     let port = local.port;
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
+    if let Some(answer) = front.metadata(&parts) {
+        return answer;
+    }
     if parts.uri.path() != PATH {
         return front.refuse(StatusCode::NOT_FOUND, "Not Found");
     }
@@ -328,10 +394,10 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     if !origin_ok || !host_ok {
         return front.refuse(StatusCode::FORBIDDEN, "Forbidden");
     }
-    let Ok(principal) = front.principal(headers) else {
-        return front.refuse(StatusCode::UNAUTHORIZED, "Unauthorized");
+    let credentials = match front.credentials(&parts).await {
+        Ok(c) => c,
+        Err(refusal) => return refusal,
     };
-    let credentials = Credentials { principal };
     match parts.method {
         Method::POST => post(front, headers, body, &credentials).await,
         Method::GET => {
@@ -525,6 +591,16 @@ async fn post(
         (Handled::UnknownMethod, Some(b)) if result.modern => json_answer(StatusCode::NOT_FOUND, b),
         (_, Some(b)) => json_answer(StatusCode::OK, b),
     };
+    if let (Handled::Denied, Some(scope), Some(auth)) =
+        (result.handled, &result.scope_needed, &front.settings.auth)
+    {
+        // MCP authorization: a token without the scope a call needs gets 403 and a challenge
+        // naming the scope, so the client can ask for it.
+        *answer.status_mut() = StatusCode::FORBIDDEN;
+        if let Ok(v) = HeaderValue::from_str(&auth.scope_challenge(scope)) {
+            answer.headers_mut().insert("www-authenticate", v);
+        }
+    }
     if let (Some(version), Some(state)) = (result.negotiated.filter(|_| is_initialize), opened) {
         let id = session_id();
         if let Ok(mut s) = front.sessions.lock() {

@@ -1,0 +1,250 @@
+//! The suite's side of MCP authorization: a fixture token issuer and the tokens the `auth/`
+//! cases send.
+//!
+//! An endpoint that claims authorization is given a good token (`--auth-token`), and, when the
+//! runner may mint tokens itself, the issuer's private key (`--auth-issuer-key`, with the
+//! issuer and the audience the endpoint expects). From those the runner derives every bad token
+//! a case names: `alg: none`, a broken signature, expired, not yet valid, for another audience,
+//! from another issuer, HMAC-signed with the issuer's public key, and a token without the scope
+//! a tool needs. Keys are made at run or test time ([`Issuer::generate`]); none is committed.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why the auth inputs cannot be used. Kinds matter, text does not.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthInputError {
+    #[error("cannot make or read the issuer's key (an EC P-256 private key in PKCS#8 PEM)")]
+    Key(#[source] rcgen::Error),
+    #[error("cannot sign a token")]
+    Sign(#[source] jsonwebtoken::errors::Error),
+    #[error("--auth-token is not a JWT (three base64url parts separated by dots)")]
+    NotAJwt,
+}
+
+/// An ES256 token issuer whose key exists for one run or test.
+pub struct Issuer {
+    /// `iss` of the tokens it mints.
+    pub issuer: String,
+    /// `kid` of its key.
+    pub kid: String,
+    key: rcgen::KeyPair,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issuer")
+            .field("issuer", &self.issuer)
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a minted token claims.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Claims {
+    pub iss: String,
+    pub aud: String,
+    pub sub: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scope: String,
+    pub iat: u64,
+    pub nbf: u64,
+    pub exp: u64,
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl Issuer {
+    /// A new P-256 key.
+    pub fn generate(issuer: &str, kid: &str) -> Result<Issuer, AuthInputError> {
+        Ok(Issuer {
+            issuer: issuer.to_string(),
+            kid: kid.to_string(),
+            key: rcgen::KeyPair::generate().map_err(AuthInputError::Key)?,
+        })
+    }
+
+    /// A key from PKCS#8 PEM (what [`Issuer::private_pem`] writes).
+    pub fn from_pem(issuer: &str, kid: &str, pem: &str) -> Result<Issuer, AuthInputError> {
+        Ok(Issuer {
+            issuer: issuer.to_string(),
+            kid: kid.to_string(),
+            key: rcgen::KeyPair::from_pem(pem).map_err(AuthInputError::Key)?,
+        })
+    }
+
+    pub fn private_pem(&self) -> String {
+        self.key.serialize_pem()
+    }
+
+    /// The public key as a JSON Web Key Set (what an endpoint validates tokens with).
+    pub fn jwks(&self) -> String {
+        let raw = self.key.public_key_raw();
+        // SEC1 uncompressed point: 0x04, x (32 bytes), y (32 bytes).
+        let (x, y) = if raw.len() == 65 {
+            (&raw[1..33], &raw[33..65])
+        } else {
+            (&raw[..0], &raw[..0])
+        };
+        serde_json::json!({"keys": [{
+            "kty": "EC",
+            "crv": "P-256",
+            "x": B64.encode(x),
+            "y": B64.encode(y),
+            "kid": self.kid,
+            "alg": "ES256",
+            "use": "sig",
+        }]})
+        .to_string()
+    }
+
+    /// Claims for `aud`, valid for an hour from now, granting `scope`.
+    pub fn claims(&self, aud: &str, scope: &str) -> Claims {
+        let t = now();
+        Claims {
+            iss: self.issuer.clone(),
+            aud: aud.to_string(),
+            sub: "gauntlet-fixture-user".into(),
+            scope: scope.to_string(),
+            iat: t,
+            nbf: t,
+            exp: t + 3600,
+        }
+    }
+
+    /// An ES256 token with these claims, signed by this issuer's key.
+    pub fn mint(&self, claims: &Claims) -> Result<String, AuthInputError> {
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        let key = EncodingKey::from_ec_der(&self.key.serialize_der());
+        jsonwebtoken::encode(&header, claims, &key).map_err(AuthInputError::Sign)
+    }
+
+    /// The algorithm-confusion token: HS256, its secret the issuer's public key (PEM), the way
+    /// a validator that lets the token pick the algorithm would check it.
+    pub fn mint_hmac_with_public_key(&self, claims: &Claims) -> Result<String, AuthInputError> {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(self.kid.clone());
+        let key = EncodingKey::from_secret(self.key.public_key_pem().as_bytes());
+        jsonwebtoken::encode(&header, claims, &key).map_err(AuthInputError::Sign)
+    }
+}
+
+/// The three parts of a compact JWS, or `None`.
+fn parts(token: &str) -> Option<(&str, &str, &str)> {
+    let mut it = token.split('.');
+    let (h, p, s) = (it.next()?, it.next()?, it.next()?);
+    (it.next().is_none() && !h.is_empty() && !p.is_empty()).then_some((h, p, s))
+}
+
+/// `token` re-headed with `alg: none` and its signature dropped (same claims).
+pub fn alg_none(token: &str) -> Result<String, AuthInputError> {
+    let (_, payload, _) = parts(token).ok_or(AuthInputError::NotAJwt)?;
+    let header = B64.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    Ok(format!("{header}.{payload}."))
+}
+
+/// `token` with its signature's bytes changed (same header and claims).
+pub fn bad_signature(token: &str) -> Result<String, AuthInputError> {
+    let (header, payload, sig) = parts(token).ok_or(AuthInputError::NotAJwt)?;
+    let mut bytes = B64.decode(sig).map_err(|_| AuthInputError::NotAJwt)?;
+    if bytes.is_empty() {
+        return Err(AuthInputError::NotAJwt);
+    }
+    for b in bytes.iter_mut().take(8) {
+        *b ^= 0x5a;
+    }
+    Ok(format!("{header}.{payload}.{}", B64.encode(bytes)))
+}
+
+/// What a run knows about an endpoint's authorization (all optional).
+#[derive(Debug, Default)]
+pub struct AuthInputs {
+    /// A token the endpoint accepts; sent on every request unless a case says otherwise.
+    pub token: Option<String>,
+    /// The issuer whose key the runner may mint with, and the audience the endpoint expects.
+    pub issuer: Option<(Issuer, String)>,
+    /// Scopes of the tokens the runner mints as good ones.
+    pub scopes: String,
+    /// A tool the good token's scopes do not cover (`auth/` scope cases call it).
+    pub scoped_tool: Option<String>,
+}
+
+/// The tokens `auth/` cases name, by placeholder.
+pub const TOKEN_PLACEHOLDERS: &[&str] = &[
+    "token_good",
+    "token_alg_none",
+    "token_bad_signature",
+    "token_expired",
+    "token_not_yet_valid",
+    "token_wrong_audience",
+    "token_wrong_issuer",
+    "token_hmac_public_key",
+];
+
+impl AuthInputs {
+    /// The good token: the one given, or one minted.
+    pub fn good(&self) -> Result<Option<String>, AuthInputError> {
+        if let Some(t) = &self.token {
+            return Ok(Some(t.clone()));
+        }
+        match &self.issuer {
+            Some((issuer, aud)) => issuer.mint(&issuer.claims(aud, &self.scopes)).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Every token placeholder the inputs can fill, with its value.
+    pub fn tokens(&self) -> Result<Vec<(&'static str, String)>, AuthInputError> {
+        let mut out = Vec::new();
+        let Some(good) = self.good()? else {
+            return Ok(out);
+        };
+        out.push(("token_alg_none", alg_none(&good)?));
+        out.push(("token_bad_signature", bad_signature(&good)?));
+        out.push(("token_good", good));
+        if let Some((issuer, aud)) = &self.issuer {
+            let base = issuer.claims(aud, &self.scopes);
+            let t = now();
+            let expired = Claims {
+                iat: t - 7200,
+                nbf: t - 7200,
+                exp: t - 3600,
+                ..base.clone()
+            };
+            let early = Claims {
+                iat: t,
+                nbf: t + 3600,
+                exp: t + 7200,
+                ..base.clone()
+            };
+            let other_aud = Claims {
+                aud: format!("{aud}-another-resource"),
+                ..base.clone()
+            };
+            let other_iss = Claims {
+                iss: format!("{}/another-issuer", issuer.issuer.trim_end_matches('/')),
+                ..base.clone()
+            };
+            out.push(("token_expired", issuer.mint(&expired)?));
+            out.push(("token_not_yet_valid", issuer.mint(&early)?));
+            out.push(("token_wrong_audience", issuer.mint(&other_aud)?));
+            out.push(("token_wrong_issuer", issuer.mint(&other_iss)?));
+            out.push((
+                "token_hmac_public_key",
+                issuer.mint_hmac_with_public_key(&base)?,
+            ));
+        }
+        Ok(out)
+    }
+}
