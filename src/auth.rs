@@ -248,3 +248,21 @@ impl AuthInputs {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_read_back_from_pem_signs_what_its_jwks_verifies() {
+        let made = Issuer::generate("https://issuer.test", "k").unwrap();
+        let read = Issuer::from_pem("https://issuer.test", "k", &made.private_pem()).unwrap();
+        assert_eq!(made.jwks(), read.jwks());
+        let token = read.mint(&read.claims("https://r.test/mcp", "")).unwrap();
+        let jwk: jsonwebtoken::jwk::JwkSet = serde_json::from_str(&made.jwks()).unwrap();
+        let key = jsonwebtoken::DecodingKey::from_jwk(&jwk.keys[0]).unwrap();
+        let mut v = jsonwebtoken::Validation::new(Algorithm::ES256);
+        v.set_audience(&["https://r.test/mcp"]);
+        jsonwebtoken::decode::<serde_json::Value>(&token, &key, &v).unwrap();
+    }
+}

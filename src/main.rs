@@ -69,6 +69,16 @@ enum Command {
     },
     /// Print the JSON Schema of the case format (the same as cases/schema.json).
     Schema,
+    /// Make a fixture token issuer: an ES256 private key (`issuer-key.pem`, for `run
+    /// --auth-issuer-key`) and its public JWKS (`jwks.json`, for the endpoint), under DIR.
+    AuthIssuer {
+        /// Where to write the two files.
+        #[arg(long)]
+        out: PathBuf,
+        /// The key id written in the JWKS (and in every token the runner mints).
+        #[arg(long, default_value = "gauntlet-1")]
+        kid: String,
+    },
     /// Validate case files (every file under each DIR) and print what is wrong, with file, line and column.
     CheckCases {
         #[arg(required = true)]
@@ -269,6 +279,8 @@ struct RunArgs {
     #[arg(long = "header")]
     headers: Vec<String>,
     #[command(flatten)]
+    auth: AuthArgs,
+    #[command(flatten)]
     exchange: ExchangeArgs,
     /// Seconds the whole run may take; cases not started by then fail.
     #[arg(long, default_value_t = 1800)]
@@ -339,6 +351,14 @@ struct WitnessArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// HTTP: require an OAuth access token on every request, validated as this JSON says (the
+    /// reference gate's `auth` section: resource, issuer, jwks_file or jwks_url, ...).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    auth_config: Option<PathBuf>,
+    /// With --auth-config: TOOL needs SCOPE (`TOOL=SCOPE`, repeatable); a call without it gets
+    /// 403 insufficient_scope.
+    #[arg(long, value_name = "TOOL=SCOPE", requires = "auth_config")]
+    auth_tool_scope: Vec<String>,
     /// Append every received message and every tool run to FILE as JSON lines.
     #[arg(long)]
     log: Option<PathBuf>,
@@ -438,6 +458,7 @@ fn main() -> ExitCode {
             print!("{}", mcp_gauntlet::case::schema_json());
             Ok(exit::SUCCESS)
         }
+        Command::AuthIssuer { out, kid } => auth_issuer(&out, &kid),
         Command::ReferenceGate { args } => {
             return reference_gate::cli::main_from_args(
                 std::iter::once(std::ffi::OsString::from("reference-gate")).chain(args),
@@ -450,6 +471,72 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(exit::SETUP_FAILED)
         }
+    }
+}
+
+fn auth_issuer(out: &std::path::Path, kid: &str) -> anyhow::Result<u8> {
+    let issuer = mcp_gauntlet::auth::Issuer::generate("unused", kid)?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let key = out.join("issuer-key.pem");
+    std::fs::write(&key, issuer.private_pem())
+        .with_context(|| format!("cannot write {}", key.display()))?;
+    let jwks = out.join("jwks.json");
+    std::fs::write(&jwks, issuer.jwks())
+        .with_context(|| format!("cannot write {}", jwks.display()))?;
+    println!("{}\n{}", key.display(), jwks.display());
+    Ok(exit::SUCCESS)
+}
+
+/// What the runner knows of an HTTP endpoint's authorization (`auth/` cases).
+#[derive(Args, Debug)]
+struct AuthArgs {
+    /// An access token the endpoint accepts: sent on every request, and the base of the
+    /// `auth/` cases' bad tokens (alg none, broken signature).
+    #[arg(long, value_name = "TOKEN")]
+    auth_token: Option<String>,
+    /// The issuer's private key (PKCS#8 PEM, EC P-256; `mcp-gauntlet auth-issuer` makes one):
+    /// the runner mints the good token (unless --auth-token) and the expired, not-yet-valid,
+    /// wrong-audience, wrong-issuer and HMAC-confusion tokens.
+    #[arg(long, value_name = "FILE", requires_all = ["auth_issuer", "auth_audience"])]
+    auth_issuer_key: Option<PathBuf>,
+    /// The `iss` of minted tokens (the endpoint's trusted authorization server).
+    #[arg(long, value_name = "URL", requires = "auth_issuer_key")]
+    auth_issuer: Option<String>,
+    /// The `aud` of minted tokens: the endpoint's resource URI.
+    #[arg(long, value_name = "URI", requires = "auth_issuer_key")]
+    auth_audience: Option<String>,
+    /// The key id minted tokens carry.
+    #[arg(long, default_value = "gauntlet-1")]
+    auth_kid: String,
+    /// The `scope` claim of the minted good token (space-separated).
+    #[arg(long, default_value = "")]
+    auth_scopes: String,
+    /// A tool the good token's scopes do not cover: a call must get 403 insufficient_scope.
+    #[arg(long, value_name = "TOOL")]
+    auth_scoped_tool: Option<String>,
+}
+
+impl AuthArgs {
+    fn inputs(&self) -> anyhow::Result<mcp_gauntlet::auth::AuthInputs> {
+        let issuer = match (
+            &self.auth_issuer_key,
+            &self.auth_issuer,
+            &self.auth_audience,
+        ) {
+            (Some(key), Some(iss), Some(aud)) => {
+                let pem = std::fs::read_to_string(key)
+                    .with_context(|| format!("cannot read {}", key.display()))?;
+                let issuer = mcp_gauntlet::auth::Issuer::from_pem(iss, &self.auth_kid, &pem)?;
+                Some((issuer, aud.clone()))
+            }
+            _ => None,
+        };
+        Ok(mcp_gauntlet::auth::AuthInputs {
+            token: self.auth_token.clone(),
+            issuer,
+            scopes: self.auth_scopes.clone(),
+            scoped_tool: self.auth_scoped_tool.clone(),
+        })
     }
 }
 
@@ -513,6 +600,8 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
+    let inputs = args.auth.inputs()?;
+    let auth_tokens = inputs.tokens()?;
     let (target, profile) = args
         .target
         .resolve(args.witness_log, args.profile, args.tls);
@@ -528,6 +617,8 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
             canary_text: args.canary_text,
             canary_log: args.canary_log,
             deny_style: args.deny_style,
+            auth_tokens,
+            scoped_tool: inputs.scoped_tool,
             ..args.exchange.settings()
         },
         restart_cmd: args.restart_cmd,
@@ -556,7 +647,28 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
             .with_context(|| format!("cannot open the log {}", path.display()))?,
         None => Recorder::default(),
     };
+    let auth = match &args.auth_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let cfg: reference_gate::auth::AuthConfig = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not an auth configuration", path.display()))?;
+            Some(Arc::new(reference_gate::auth::Verifier::new(cfg)?))
+        }
+        None => None,
+    };
+    let tool_scopes = args
+        .auth_tool_scope
+        .iter()
+        .map(|t| {
+            t.split_once('=')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .with_context(|| format!("--auth-tool-scope wants TOOL=SCOPE, got `{t}`"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let config = WitnessConfig {
+        auth,
+        tool_scopes,
         broken: args.broken.into_iter().collect(),
         sse: args.sse,
         personality: args.personality,

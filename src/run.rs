@@ -159,10 +159,27 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     for h in &opts.headers {
         settings.extra_headers.push(parse_header(h)?);
     }
+    // An endpoint that wants a token gets the good one on every request (handshakes and probes
+    // too); `auth/` cases replace or remove it.
+    let good = settings
+        .auth_tokens
+        .iter()
+        .find(|(n, _)| *n == "token_good")
+        .map(|(_, t)| t.clone());
+    let has_authorization = settings
+        .extra_headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+    if let (Some(token), false) = (good, has_authorization) {
+        settings
+            .extra_headers
+            .push(("authorization".into(), format!("Bearer {token}")));
+    }
     let secrets: Vec<String> = settings
         .extra_headers
         .iter()
         .map(|(_, v)| v.clone())
+        .chain(settings.auth_tokens.iter().map(|(_, t)| t.clone()))
         .collect();
 
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
@@ -205,7 +222,8 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             let applies = case.applies_to_transport(lane.transport)
                 && case.applies_to_profile(lane.profile)
                 && case.applies_to_version(&settings.spec_version)
-                && !(case.spec.stateful && lane.stateless);
+                && !(case.spec.stateful && lane.stateless)
+                && settings.has_auth(case.spec.auth);
             let ordinal = trials.len();
             let case = case.clone();
             let name = case.id.clone();

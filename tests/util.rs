@@ -198,6 +198,18 @@ impl InProcessGate {
             &reference_gate::config::GateConfig,
         ) -> std::sync::Arc<reference_gate::proxy::Proxy>,
     ) -> InProcessGate {
+        InProcessGate::start_with_front(edit, proxy, |_| {})
+    }
+
+    /// [`InProcessGate::start`], with `front` adjusting the HTTP front's settings last.
+    pub fn start_with_front(
+        edit: impl FnOnce(&mut reference_gate::config::GateConfig, &Path),
+        proxy: impl FnOnce(
+            &reference_gate::config::GateConfig,
+        ) -> std::sync::Arc<reference_gate::proxy::Proxy>,
+        front: impl FnOnce(&mut reference_gate::front::http::HttpSettings),
+    ) -> InProcessGate {
+        let edit_front = front;
         use mcp_gauntlet::witness::{self, Recorder, Witness, WitnessConfig};
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -221,10 +233,9 @@ impl InProcessGate {
             reference_gate::config::Server::Url(format!("http://{waddr}/mcp")),
         );
         edit(&mut cfg, dir.path());
-        let front = reference_gate::front::http::HttpFront::new(
-            proxy(&cfg),
-            reference_gate::cli::http_settings(&cfg).expect("the front's settings"),
-        );
+        let mut settings = reference_gate::cli::http_settings(&cfg).expect("the front's settings");
+        edit_front(&mut settings);
+        let front = reference_gate::front::http::HttpFront::new(proxy(&cfg), settings);
         let listener = rt
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();

@@ -223,8 +223,21 @@ struct Cache {
     fetched: Option<Instant>,
 }
 
+/// Deliberate defects for the suite's broken-gate tests (feature `faults` only; nothing in a
+/// configuration turns them on).
+#[cfg(feature = "faults")]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AuthFaults {
+    /// A token with `alg: none` is taken without a signature.
+    pub accept_none: bool,
+    /// The audience is not checked (a token for any resource passes).
+    pub ignore_audience: bool,
+}
+
 /// Validates bearer tokens for one gate.
 pub struct Verifier {
+    #[cfg(feature = "faults")]
+    faults: AuthFaults,
     config: AuthConfig,
     validation: Validation,
     remote: Option<Remote>,
@@ -288,6 +301,8 @@ impl Verifier {
             None => None,
         };
         Ok(Verifier {
+            #[cfg(feature = "faults")]
+            faults: AuthFaults::default(),
             config,
             validation,
             remote,
@@ -297,6 +312,16 @@ impl Verifier {
             }),
             fetching: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// This verifier with deliberate defects.
+    #[cfg(feature = "faults")]
+    pub fn with_faults(mut self, faults: AuthFaults) -> Verifier {
+        if faults.ignore_audience {
+            self.validation.validate_aud = false;
+        }
+        self.faults = faults;
+        self
     }
 
     pub fn config(&self) -> &AuthConfig {
@@ -319,6 +344,12 @@ impl Verifier {
             _ => return Err(Refusal::Invalid),
         };
         let token = bearer_token(value).ok_or(Refusal::Invalid)?;
+        #[cfg(feature = "faults")]
+        if self.faults.accept_none {
+            if let Some(v) = unsigned(token) {
+                return Ok(v);
+            }
+        }
         let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid)?;
         if !self.validation.algorithms.contains(&header.alg) {
             return Err(Refusal::Invalid);
@@ -431,6 +462,30 @@ impl Verifier {
         }
         serde_json::to_vec(&doc).unwrap_or_default()
     }
+}
+
+/// The accept-none fault: the claims of an `alg: none` token, unchecked.
+#[cfg(feature = "faults")]
+fn unsigned(token: &str) -> Option<Verified> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let mut parts = token.split('.');
+    let header: serde_json::Value =
+        serde_json::from_slice(&b64.decode(parts.next()?).ok()?).ok()?;
+    if header.get("alg").and_then(serde_json::Value::as_str) != Some("none") {
+        return None;
+    }
+    let claims: Claims = serde_json::from_slice(&b64.decode(parts.next()?).ok()?).ok()?;
+    Some(Verified {
+        subject: claims.sub.unwrap_or_default(),
+        scopes: claims
+            .scope
+            .unwrap_or_default()
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    })
 }
 
 /// The token of `Bearer <token68>` (scheme in any case, one space), or `None`.

@@ -122,6 +122,8 @@ pub fn http_settings(cfg: &GateConfig) -> anyhow::Result<HttpSettings> {
         read_deadline: Duration::from_millis(cfg.deadlines.client_read_ms),
         refusal_code: cfg.errors.malformed,
         auth,
+        #[cfg(feature = "faults")]
+        forward_token: false,
     })
 }
 

@@ -312,6 +312,13 @@ fn parse_url(url: &str) -> Option<HttpTarget> {
     })
 }
 
+#[cfg(feature = "faults")]
+tokio::task_local! {
+    /// The forward-token fault: headers the HTTP forwarder adds to every downstream request
+    /// made while a client's request is handled (set by the HTTP front).
+    pub static FAULT_HEADERS: Vec<(String, String)>;
+}
+
 /// Most idle keep-alive connections kept per downstream.
 const MAX_IDLE: usize = 64;
 
@@ -762,6 +769,13 @@ impl HttpInner {
         }
         for (k, v) in headers {
             req = req.header(k, v);
+        }
+        #[cfg(feature = "faults")]
+        if let Ok(extra) = FAULT_HEADERS.try_with(Clone::clone) {
+            // The forward-token fault: the client's credentials go downstream.
+            for (k, v) in extra {
+                req = req.header(k, v);
+            }
         }
         let req = req
             .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))

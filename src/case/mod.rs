@@ -33,6 +33,16 @@ pub const PLACEHOLDERS: &[&str] = &[
     "code_malformed",
     "code_denied",
     "code_downstream",
+    "token_good",
+    "token_alg_none",
+    "token_bad_signature",
+    "token_expired",
+    "token_not_yet_valid",
+    "token_wrong_audience",
+    "token_wrong_issuer",
+    "token_hmac_public_key",
+    "scoped_tool",
+    "auth_header",
 ];
 
 /// Longest body a case may describe (a little over 4 GiB).
@@ -542,10 +552,12 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         }
     }
     if let Some(p) = &req.path {
-        if !p.starts_with('/') || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        // `{{path}}` (the target's own path) may start it: a case adds a query to it.
+        let rooted = p.starts_with('/') || p.starts_with("{{path}}");
+        if !rooted || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(invalid(
                 path,
-                "`path` must start with `/` and hold no spaces or controls",
+                "`path` must start with `/` or `{{path}}` and hold no spaces or controls",
             ));
         }
     }

@@ -105,6 +105,31 @@ impl VersionRange {
     }
 }
 
+/// What an authorization case needs to know of the endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthNeed {
+    Token,
+    Issuer,
+    Scope,
+}
+
+/// What a `WWW-Authenticate` answer must hold: a `Bearer` challenge (RFC 6750 section 3), and
+/// of its parameters what is given here.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeSpec {
+    /// The acceptable `error` values; `"none"` stands for no `error` parameter.
+    #[serde(default)]
+    pub error: Option<OneOrMany<String>>,
+    /// Whether it must carry `resource_metadata` (the Protected Resource Metadata URL).
+    #[serde(default)]
+    pub resource_metadata: Option<bool>,
+    /// Whether it must name the `scope` a call needs.
+    #[serde(default)]
+    pub scope: Option<bool>,
+}
+
 /// A case as written in its file.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +151,12 @@ pub struct CaseSpec {
     /// that keep sessions, and a stateless target's trials are shown as ignored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stateful: bool,
+    /// An authorization case: what the run must know of the endpoint's authorization for it to
+    /// apply (otherwise its trials are shown as ignored). `token`: a good token
+    /// (`--auth-token`, or an issuer key); `issuer`: the issuer's key, to mint bad tokens;
+    /// `scope`: a good token and a tool its scopes do not cover (`--auth-scoped-tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthNeed>,
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]
@@ -326,6 +357,9 @@ pub struct Expect {
     /// must not relay them, GATE-DOWN-05).
     #[serde(default)]
     pub server_requests: Option<bool>,
+    /// HTTP: the refusal carries this `WWW-Authenticate` challenge.
+    #[serde(default)]
+    pub challenge: Option<ChallengeSpec>,
 }
 
 impl Expect {
@@ -352,6 +386,7 @@ impl Expect {
             max_body_sent: strict.max_body_sent.or(self.max_body_sent),
             max_memory_growth_kib: strict.max_memory_growth_kib.or(self.max_memory_growth_kib),
             server_requests: strict.server_requests.or(self.server_requests),
+            challenge: strict.challenge.clone().or_else(|| self.challenge.clone()),
         }
     }
 }

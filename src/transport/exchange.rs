@@ -77,6 +77,11 @@ pub struct Settings {
     /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
     /// specification's own: a gate's codes lie outside the JSON-RPC reserved range.
     pub modern_codes: [i64; 3],
+    /// The tokens `auth/` cases name (`token_good`, `token_expired`, ...), from the run's auth
+    /// inputs; secrets, like `extra_headers`.
+    pub auth_tokens: Vec<(&'static str, String)>,
+    /// A tool the good token's scopes do not cover (`--auth-scoped-tool`).
+    pub scoped_tool: Option<String>,
 }
 
 impl Settings {
@@ -86,6 +91,19 @@ impl Settings {
         case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
             Duration::from_millis(ms).mul_f64(self.timeout_scale)
         })
+    }
+
+    /// Whether the run knows enough of the endpoint's authorization for a case that needs
+    /// `need`.
+    pub fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
+        use crate::case::AuthNeed;
+        let has = |name: &str| self.auth_tokens.iter().any(|(n, _)| *n == name);
+        match need {
+            None => true,
+            Some(AuthNeed::Token) => has("token_good"),
+            Some(AuthNeed::Issuer) => has("token_expired"),
+            Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
+        }
     }
 
     /// The gate's error codes in force for the version spoken.
@@ -114,6 +132,8 @@ impl Default for Settings {
             deny_style: crate::verdict::DenyStyle::Error,
             codes: [-32600, -32001, -32002],
             modern_codes: [-32600, -31001, -31002],
+            auth_tokens: Vec::new(),
+            scoped_tool: None,
         }
     }
 }
@@ -146,6 +166,19 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
         .set("code_malformed", settings.code_table()[0].to_string())
         .set("code_denied", settings.code_table()[1].to_string())
         .set("code_downstream", settings.code_table()[2].to_string());
+    // A raw request's header line carrying the good token (empty without one), so raw framing
+    // cases reach an endpoint that wants a token.
+    let mut auth_header = String::new();
+    for (name, token) in &settings.auth_tokens {
+        p.set(name, token.clone());
+        if *name == "token_good" {
+            auth_header = format!("Authorization: Bearer {token}\r\n");
+        }
+    }
+    p.set("auth_header", auth_header);
+    if let Some(tool) = &settings.scoped_tool {
+        p.set("scoped_tool", tool.clone());
+    }
     p
 }
 

@@ -654,7 +654,15 @@ mod tests {
             (u.host.as_str(), u.port, u.path.as_str()),
             ("127.0.0.1", 3000, "/mcp")
         );
-        assert!(HttpUrl::parse("https://x/").is_err());
+        let insecure = TlsOptions {
+            insecure: true,
+            ..TlsOptions::default()
+        };
+        let u = HttpUrl::parse_with("https://example.test/mcp", &insecure).unwrap();
+        assert_eq!((u.port, u.scheme()), (443, "https"));
+        assert_eq!(u.to_url(), "https://example.test:443/mcp");
+        assert!(HttpUrl::parse("ftp://x/").is_err());
+        assert!(HttpUrl::parse_with("https://exa mple/", &insecure).is_err());
         assert_eq!(
             HttpUrl::parse("http://[::1]:9/").unwrap().connect_addr(),
             "::1:9"

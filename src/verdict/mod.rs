@@ -38,6 +38,8 @@ pub enum Check {
     Framing,
     /// The bytes or memory a server spent on an input before refusing it.
     Resources,
+    /// The `WWW-Authenticate` challenge of an authorization refusal.
+    Challenge,
 }
 
 impl Check {
@@ -56,6 +58,7 @@ impl Check {
             Check::Leak => "leak",
             Check::Framing => "framing",
             Check::Resources => "resources",
+            Check::Challenge => "challenge",
         }
     }
 }
@@ -457,6 +460,12 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         }
     }
 
+    if let (Some(want), Some(h)) = (&expect.challenge, &obs.http) {
+        if let Some(problem) = challenge_problem(want, &h.headers) {
+            add(Check::Challenge, level_status, problem);
+        }
+    }
+
     if let Some(want) = expect
         .error_code
         .as_ref()
@@ -728,6 +737,106 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     verdict_base(findings, observed)
 }
 
+/// What is wrong with the `Bearer` challenge among `headers`' `WWW-Authenticate` values, if
+/// anything.
+fn challenge_problem(
+    want: &crate::case::ChallengeSpec,
+    headers: &[(String, String)],
+) -> Option<String> {
+    let values: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("www-authenticate"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let Some(params) = values.iter().find_map(|v| bearer_params(v)) else {
+        return Some(if values.is_empty() {
+            "expected a WWW-Authenticate: Bearer challenge; the answer has no WWW-Authenticate"
+                .into()
+        } else {
+            format!(
+                "expected a Bearer challenge; WWW-Authenticate is {}",
+                show_bytes(values.join(", ").as_bytes(), 160)
+            )
+        });
+    };
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(errors) = &want.error {
+        let got = param("error").unwrap_or("none");
+        if !errors.as_slice().iter().any(|e| e == got) {
+            return Some(format!(
+                "expected the Bearer challenge's error to be {}; it is {got}",
+                errors.as_slice().join(" or ")
+            ));
+        }
+    }
+    if want.resource_metadata == Some(true) && param("resource_metadata").is_none() {
+        return Some("the Bearer challenge does not name resource_metadata".into());
+    }
+    if want.scope == Some(true) && param("scope").is_none_or(str::is_empty) {
+        return Some("the Bearer challenge does not name the scope the call needs".into());
+    }
+    None
+}
+
+/// The parameters of the `Bearer` challenge in one `WWW-Authenticate` value (RFC 9110
+/// section 11.6.1: `scheme [param=value|"quoted", ...]`), if it has one. Other schemes' challenges
+/// in the same value are skipped.
+fn bearer_params(value: &str) -> Option<Vec<(String, String)>> {
+    let mut params = Vec::new();
+    let mut in_bearer = false;
+    let mut found = false;
+    let mut rest = value.trim();
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([',', ' ', '\t']);
+        // A token followed by `=` is a parameter; a token alone starts a challenge.
+        let end = rest.find(['=', ',', ' ']).unwrap_or(rest.len());
+        let token = &rest[..end];
+        let after = rest[end..].trim_start_matches(' ');
+        if let Some(v) = after.strip_prefix('=') {
+            let v = v.trim_start();
+            let (value, next) = if let Some(q) = v.strip_prefix('"') {
+                let mut out = String::new();
+                let mut chars = q.char_indices();
+                let mut close = q.len();
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            if let Some((_, n)) = chars.next() {
+                                out.push(n);
+                            }
+                        }
+                        '"' => {
+                            close = i + 1;
+                            break;
+                        }
+                        c => out.push(c),
+                    }
+                }
+                (out, &q[close.min(q.len())..])
+            } else {
+                let e = v.find(',').unwrap_or(v.len());
+                (v[..e].trim().to_string(), &v[e..])
+            };
+            if in_bearer {
+                params.push((token.to_string(), value));
+            }
+            rest = next;
+        } else if token.is_empty() {
+            break;
+        } else {
+            in_bearer = token.eq_ignore_ascii_case("bearer");
+            found |= in_bearer;
+            rest = after;
+        }
+    }
+    found.then_some(params)
+}
+
 /// What a gate's downstream received for one case, judged: whether anything arrived, exactly once
 /// (GATE-FWD-04), as compact canonical bytes (GATE-FWD-01), carrying the expected message
 /// (GATE-DENY-05) and none of the client's credentials (GATE-HDR-01). The gate's own downstream
@@ -953,6 +1062,42 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_challenges_are_read_among_others() {
+        let p = bearer_params(
+            r#"Basic realm="x", Bearer error="invalid_token", resource_metadata="https://a/b", scope="a b""#,
+        )
+        .unwrap();
+        let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("error"), Some("invalid_token"));
+        assert_eq!(get("resource_metadata"), Some("https://a/b"));
+        assert_eq!(get("scope"), Some("a b"));
+        assert_eq!(get("realm"), None, "Basic's parameter is not Bearer's");
+        assert_eq!(bearer_params("bearer").unwrap(), Vec::new());
+        assert!(bearer_params(r#"Basic realm="x""#).is_none());
+        assert_eq!(
+            bearer_params(r#"Bearer error=invalid_token, error_description="a \"q\"""#).unwrap(),
+            vec![
+                ("error".to_string(), "invalid_token".to_string()),
+                ("error_description".to_string(), "a \"q\"".to_string())
+            ]
+        );
+        let want = crate::case::ChallengeSpec {
+            error: Some(crate::case::OneOrMany::One("none".into())),
+            resource_metadata: Some(true),
+            scope: None,
+        };
+        let h = |v: &str| vec![("www-authenticate".to_string(), v.to_string())];
+        assert!(challenge_problem(&want, &h(r#"Bearer resource_metadata="u""#)).is_none());
+        assert!(challenge_problem(
+            &want,
+            &h(r#"Bearer error="invalid_token", resource_metadata="u""#)
+        )
+        .is_some());
+        assert!(challenge_problem(&want, &h("Bearer")).is_some());
+        assert!(challenge_problem(&want, &[]).is_some());
+    }
     use crate::case::{parse_case, Source};
     use crate::transport::HttpSeen;
     use serde_json::json;

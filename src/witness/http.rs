@@ -237,7 +237,7 @@ async fn handle(w: &Witness, local: Local, req: Request<Incoming>) -> Result<Ans
         w,
         local,
         &parts.method,
-        parts.uri.path(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str()),
         &parts.headers,
         BodySource::Stream(body),
     )
@@ -253,6 +253,19 @@ async fn respond(
     body: BodySource,
 ) -> Result<Answer, Dropped> {
     let lax = w.config.is(Broken::LaxHeaders);
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
+    if let (Some(auth), true) = (&w.config.auth, method == Method::GET) {
+        if path == auth.config().metadata_path() || path == reference_gate::auth::WELL_KNOWN {
+            return Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(auth.metadata())))
+                .unwrap_or_default());
+        }
+    }
     if path != PATH {
         return Ok(plain(StatusCode::NOT_FOUND, "not found"));
     }
@@ -264,8 +277,37 @@ async fn respond(
             "Forbidden: origin not allowed",
         ));
     }
+    // With `--auth-config`: a valid access token on every request (MCP authorization).
+    let scopes = match &w.config.auth {
+        None => None,
+        Some(auth) => {
+            let values: Vec<&[u8]> = headers
+                .get_all(hyper::header::AUTHORIZATION)
+                .iter()
+                .map(HeaderValue::as_bytes)
+                .collect();
+            let in_query = query.is_some_and(|q| {
+                q.split('&')
+                    .any(|kv| kv.split('=').next() == Some("access_token"))
+            });
+            match auth.verify(&values, in_query).await {
+                Ok(v) => Some(v.scopes),
+                Err(refusal_kind) => {
+                    let status = match refusal_kind {
+                        reference_gate::auth::Refusal::Ambiguous => StatusCode::BAD_REQUEST,
+                        _ => StatusCode::UNAUTHORIZED,
+                    };
+                    let mut answer = refusal(w, status, "Unauthorized");
+                    if let Ok(v) = HeaderValue::from_str(&auth.challenge(refusal_kind)) {
+                        answer.headers_mut().insert("www-authenticate", v);
+                    }
+                    return Ok(answer);
+                }
+            }
+        }
+    };
     if method == Method::POST || (lax && method == Method::PUT) {
-        return post(w, headers, body).await;
+        return post(w, headers, body, scopes.as_deref()).await;
     }
     if (w.config.newest_legacy().is_none() || w.config.stateless)
         && (method == Method::GET || method == Method::DELETE)
@@ -304,7 +346,12 @@ async fn respond(
     Ok(method_not_allowed())
 }
 
-async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answer, Dropped> {
+async fn post(
+    w: &Witness,
+    headers: &HeaderMap,
+    body: BodySource,
+    scopes: Option<&[String]>,
+) -> Result<Answer, Dropped> {
     let lax = w.config.is(Broken::LaxHeaders);
     let unbounded = w.config.is(Broken::Unbounded);
     if !lax && !content_type_ok(headers) {
@@ -346,6 +393,9 @@ async fn post(w: &Witness, headers: &HeaderMap, body: BodySource) -> Result<Answ
     // A modern request (a `_meta` version in the body, or a modern version header) is served
     // statelessly, after its headers are checked against its body; anything else is legacy.
     let read = one_message(w, &body);
+    if let Some(answer) = scope_refusal(w, read.as_ref(), scopes) {
+        return Ok(answer);
+    }
     let header_version = headers
         .get(VERSION)
         .and_then(|v| v.to_str().ok())
@@ -770,6 +820,30 @@ fn refusal(w: &Witness, status: StatusCode, message: &str) -> Answer {
             .insert("connection", HeaderValue::from_static("close"));
     }
     answer
+}
+
+/// With `--auth-tool-scope`: a call of a tool whose scope the token does not grant gets 403
+/// `insufficient_scope` naming it, and the tool does not run.
+fn scope_refusal(w: &Witness, read: Option<&Value>, scopes: Option<&[String]>) -> Option<Answer> {
+    let auth = w.config.auth.as_ref()?;
+    let msg = read?;
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let tool = msg.pointer("/params/name").and_then(Value::as_str)?;
+    let (_, scope) = w.config.tool_scopes.iter().find(|(t, _)| t == tool)?;
+    if scopes.is_some_and(|s| s.contains(scope)) {
+        return None;
+    }
+    let id = msg.get("id").cloned().unwrap_or(Value::Null);
+    let mut answer = json_answer(
+        StatusCode::FORBIDDEN,
+        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "Forbidden: insufficient scope"}}),
+    );
+    if let Ok(v) = HeaderValue::from_str(&auth.scope_challenge(scope)) {
+        answer.headers_mut().insert("www-authenticate", v);
+    }
+    Some(answer)
 }
 
 fn too_large(w: &Witness) -> Answer {

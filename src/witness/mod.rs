@@ -116,6 +116,11 @@ pub struct WitnessConfig {
     /// A file the canary appends a line to each time it runs: the kind of execution side
     /// channel `run --canary-log` watches on real servers.
     pub canary_log: Option<std::path::PathBuf>,
+    /// HTTP: require a valid OAuth access token on every request, checked as the reference
+    /// gate checks them (the positive control of the `auth/` cases).
+    pub auth: Option<std::sync::Arc<reference_gate::auth::Verifier>>,
+    /// With `auth`: tools a token must grant a scope to call, as (tool, scope).
+    pub tool_scopes: Vec<(String, String)>,
 }
 
 impl WitnessConfig {

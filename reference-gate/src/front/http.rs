@@ -96,6 +96,10 @@ pub struct HttpSettings {
     pub refusal_code: i64,
     /// OAuth access tokens (JWT) checked on every request, instead of token digests.
     pub auth: Option<Arc<crate::auth::Verifier>>,
+    /// The forward-token fault: the client's `Authorization` goes downstream with what it
+    /// asked for (feature `faults` only).
+    #[cfg(feature = "faults")]
+    pub forward_token: bool,
 }
 
 /// The HTTP front's shared state.
@@ -399,6 +403,18 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
         Err(refusal) => return refusal,
     };
     match parts.method {
+        #[cfg(feature = "faults")]
+        Method::POST if front.settings.forward_token => {
+            let token: Vec<(String, String)> = headers
+                .get_all("authorization")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(|v| ("authorization".to_string(), v.to_string()))
+                .collect();
+            crate::forward::FAULT_HEADERS
+                .scope(token, post(front, headers, body, &credentials))
+                .await
+        }
         Method::POST => post(front, headers, body, &credentials).await,
         Method::GET => {
             if !accepts(headers, "text/event-stream") {
