@@ -640,3 +640,81 @@ fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
     assert_eq!(doc["resource"], resource);
     assert_eq!(doc["authorization_servers"][0], "https://issuer.test");
 }
+
+/// A JWKS served over loopback HTTP by a thread, counting the requests it answers.
+struct JwksServer {
+    url: String,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn serve_jwks(body: String) -> JwksServer {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let _ = s.read(&mut buf);
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    JwksServer { url, hits }
+}
+
+#[test]
+fn a_jwks_url_is_fetched_once_and_cached_and_a_missing_one_refuses_every_token() {
+    use mcp_gauntlet::auth::Issuer;
+    let issuer = Issuer::generate("https://issuer.test", "k1").unwrap();
+    let jwks = serve_jwks(issuer.jwks());
+    let config = |url: &str| -> reference_gate::auth::AuthConfig {
+        serde_json::from_value(serde_json::json!({
+            "resource": "https://gate.test/mcp",
+            "issuer": "https://issuer.test",
+            "jwks_url": url,
+        }))
+        .unwrap()
+    };
+    let auth = config(&jwks.url);
+    let gate = start(move |cfg| cfg.auth = Some(auth));
+    let token = issuer
+        .mint(&issuer.claims("https://gate.test/mcp", ""))
+        .unwrap();
+    let bearer = format!("Authorization: Bearer {token}\r\n");
+    for _ in 0..3 {
+        assert_eq!(post(gate.addr, &bearer, INIT).0, 200);
+    }
+    assert_eq!(jwks.hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // Nothing listening where the keys should be: no token is good (fail closed).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}/jwks.json", dead.local_addr().unwrap());
+    drop(dead);
+    let auth = config(&dead_url);
+    let gate = start(move |cfg| cfg.auth = Some(auth));
+    assert_eq!(post(gate.addr, &bearer, INIT).0, 401);
+
+    // A JWKS over the 256 KiB bound is not read: no token is good.
+    let padding = "x".repeat(300 * 1024);
+    let big = issuer
+        .jwks()
+        .replacen('{', &format!("{{\"padding\":\"{padding}\","), 1);
+    let jwks_big = serve_jwks(big);
+    let auth = config(&jwks_big.url);
+    let gate = start(move |cfg| cfg.auth = Some(auth));
+    assert_eq!(post(gate.addr, &bearer, INIT).0, 401);
+
+    // Plain http is for loopback only; a configuration naming another host is refused.
+    let remote = config("http://keys.example/jwks.json");
+    assert!(matches!(
+        remote.validate(),
+        Err(reference_gate::auth::AuthError::PlainRemote)
+    ));
+}

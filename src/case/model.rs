@@ -110,6 +110,8 @@ impl VersionRange {
 #[serde(rename_all = "lowercase")]
 pub enum AuthNeed {
     Token,
+    /// A good token that is a JWT (the bad ones are made from it).
+    Jwt,
     Issuer,
     Scope,
 }
@@ -153,7 +155,8 @@ pub struct CaseSpec {
     pub stateful: bool,
     /// An authorization case: what the run must know of the endpoint's authorization for it to
     /// apply (otherwise its trials are shown as ignored). `token`: a good token
-    /// (`--auth-token`, or an issuer key); `issuer`: the issuer's key, to mint bad tokens;
+    /// (`--auth-token`, or an issuer key); `jwt`: a good token that is a JWT, which bad ones are
+    /// derived from; `issuer`: the issuer's key, to mint bad tokens;
     /// `scope`: a good token and a tool its scopes do not cover (`--auth-scoped-tool`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthNeed>,

@@ -101,6 +101,7 @@ impl Settings {
         match need {
             None => true,
             Some(AuthNeed::Token) => has("token_good"),
+            Some(AuthNeed::Jwt) => has("token_alg_none"),
             Some(AuthNeed::Issuer) => has("token_expired"),
             Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
         }

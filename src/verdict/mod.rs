@@ -248,12 +248,23 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
     None
 }
 
-fn responses(messages: &[Value]) -> Vec<&Value> {
+/// The JSON-RPC responses among what came back. The body of an HTTP 401 or 403 may instead be
+/// an OAuth error document (RFC 6750 section 3, RFC 6749 section 5.2: `{"error": "invalid_token",
+/// "error_description": ...}`, no `jsonrpc`), as SDKs' bearer middleware answers; that is not a
+/// malformed response.
+fn responses(obs: &Observation) -> Vec<&Value> {
+    let auth_refusal = obs
+        .http
+        .as_ref()
+        .is_some_and(|h| h.status == 401 || h.status == 403);
+    let oauth_document = |v: &Value| {
+        auth_refusal && v.get("jsonrpc").is_none() && v.get("error").is_some_and(Value::is_string)
+    };
     let mut out = Vec::new();
-    for m in messages {
+    for m in &obs.messages {
         match m {
             Value::Array(items) => out.extend(items.iter().filter(|v| is_response(v))),
-            v if is_response(v) => out.push(v),
+            v if is_response(v) && !oauth_document(v) => out.push(v),
             _ => {}
         }
     }
@@ -277,7 +288,7 @@ pub fn observe(obs: &Observation, ctx: &Context, close_allowed: bool) -> Observe
         Ending::Unreachable(e) => return Observed::NoAnswer(format!("unreachable: {e}")),
         Ending::Answered => {}
     }
-    let resp = responses(&obs.messages);
+    let resp = responses(obs);
     if resp.iter().any(|r| r.get("result").is_some()) {
         return Observed::Outcome(Outcome::Accept);
     }
@@ -337,7 +348,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         })
     };
 
-    let resp = responses(&obs.messages);
+    let resp = responses(obs);
     let first_error_code = resp.iter().find_map(|r| {
         r.get("error")
             .and_then(|e| e.get("code"))
