@@ -190,6 +190,7 @@ pub const TOKEN_PLACEHOLDERS: &[&str] = &[
     "token_wrong_audience",
     "token_wrong_issuer",
     "token_hmac_public_key",
+    "token_other_subject",
 ];
 
 impl AuthInputs {
@@ -247,6 +248,11 @@ impl AuthInputs {
                 "token_hmac_public_key",
                 issuer.mint_hmac_with_public_key(&base)?,
             ));
+            let other_subject = Claims {
+                sub: "gauntlet-another-user".into(),
+                ..base.clone()
+            };
+            out.push(("token_other_subject", issuer.mint(&other_subject)?));
         }
         Ok(out)
     }

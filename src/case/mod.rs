@@ -41,6 +41,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "token_wrong_audience",
     "token_wrong_issuer",
     "token_hmac_public_key",
+    "token_other_subject",
     "scoped_tool",
     "auth_header",
 ];

@@ -1165,6 +1165,32 @@ mod tests {
     }
 
     #[test]
+    fn an_oauth_error_document_is_a_refusal_body_only_on_401_and_403() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-AUTH-07"], "transports": ["http"],
+            "auth": "token",
+            "request": {"headers": {"authorization": null}, "body": {"json": {"jsonrpc": "2.0",
+                "id": 1, "method": "tools/call", "params": {"name": "{{denied_tool}}", "arguments": {}}}}},
+            "expect": {"outcome": "reject", "http_status": 401}}"#,
+        );
+        let oauth =
+            json!({"error": "invalid_token", "error_description": "Missing Authorization header"});
+        let v = judge(
+            &c,
+            &answered(401, vec![oauth.clone()]),
+            &ctx("2025-11-25", DenyStyle::Error),
+        );
+        assert!(checks(&v, Status::Fail).is_empty(), "{v:?}");
+        // The same document as the answer to a JSON-RPC request with 200 is malformed.
+        let v = judge(
+            &c,
+            &answered(200, vec![oauth]),
+            &ctx("2025-11-25", DenyStyle::Error),
+        );
+        assert!(checks(&v, Status::Fail).contains(&"shape"), "{v:?}");
+    }
+
+    #[test]
     fn a_successful_result_for_the_denied_call_is_an_execution() {
         let c = case(DENIED_CALL);
         let mut obs = answered(

@@ -278,7 +278,7 @@ async fn respond(
         ));
     }
     // With `--auth-config`: a valid access token on every request (MCP authorization).
-    let scopes = match &w.config.auth {
+    let caller = match &w.config.auth {
         None => None,
         Some(auth) => {
             let values: Vec<&[u8]> = headers
@@ -291,7 +291,7 @@ async fn respond(
                     .any(|kv| kv.split('=').next() == Some("access_token"))
             });
             match auth.verify(&values, in_query).await {
-                Ok(v) => Some(v.scopes),
+                Ok(v) => Some(v),
                 Err(refusal_kind) => {
                     let status = match refusal_kind {
                         reference_gate::auth::Refusal::Ambiguous => StatusCode::BAD_REQUEST,
@@ -307,7 +307,7 @@ async fn respond(
         }
     };
     if method == Method::POST || (lax && method == Method::PUT) {
-        return post(w, headers, body, scopes.as_deref()).await;
+        return post(w, headers, body, caller.as_ref()).await;
     }
     if (w.config.newest_legacy().is_none() || w.config.stateless)
         && (method == Method::GET || method == Method::DELETE)
@@ -326,13 +326,13 @@ async fn respond(
                 "Not Acceptable: GET needs text/event-stream",
             ));
         }
-        if let Err((status, msg)) = session_of(w, headers) {
+        if let Err((status, msg)) = session_of(w, headers, caller.as_ref()) {
             return Ok(refusal(w, status, msg));
         }
         return Ok(method_not_allowed());
     }
     if method == Method::DELETE {
-        let id = match session_of(w, headers) {
+        let id = match session_of(w, headers, caller.as_ref()) {
             Ok((id, _)) => id,
             Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => return Ok(plain(StatusCode::OK, "")),
@@ -350,8 +350,9 @@ async fn post(
     w: &Witness,
     headers: &HeaderMap,
     body: BodySource,
-    scopes: Option<&[String]>,
+    caller: Option<&reference_gate::auth::Verified>,
 ) -> Result<Answer, Dropped> {
+    let scopes = caller.map(|c| c.scopes.as_slice());
     let lax = w.config.is(Broken::LaxHeaders);
     let unbounded = w.config.is(Broken::Unbounded);
     if !lax && !content_type_ok(headers) {
@@ -440,7 +441,7 @@ async fn post(
         // No sessions in a modern request, nor on a stateless server: a session header is
         // ignored and none is minted.
     } else if !is_initialize {
-        match session_of(w, headers) {
+        match session_of(w, headers, caller) {
             Ok(s) => session = Some(s),
             Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => {}
@@ -522,6 +523,9 @@ async fn post(
     if is_initialize && session.is_none() && !stateless {
         if let Some(version) = conv.negotiated.clone() {
             let id = w.open_session(version);
+            if let Some(c) = caller {
+                w.bind_owner(&id, &c.subject);
+            }
             if let Ok(v) = HeaderValue::from_str(&id) {
                 answer.headers_mut().insert(SESSION, v);
             }
@@ -568,8 +572,13 @@ fn body_is_initialize(body: &[u8]) -> bool {
 /// A transport-level refusal before it is rendered: the status and a fixed message.
 type Refusal = (StatusCode, &'static str);
 
-/// The request's session, or why it is refused (400 missing or ambiguous, 404 unknown).
-fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation), Refusal> {
+/// The request's session, or why it is refused (400 missing or ambiguous, 404 unknown, or
+/// opened by another token subject: a session id is not a credential).
+fn session_of(
+    w: &Witness,
+    headers: &HeaderMap,
+    caller: Option<&reference_gate::auth::Verified>,
+) -> Result<(String, Conversation), Refusal> {
     let mut values = headers.get_all(SESSION).iter();
     let Some(first) = values.next() else {
         return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session"));
@@ -581,9 +590,10 @@ fn session_of(w: &Witness, headers: &HeaderMap) -> Result<(String, Conversation)
         ));
     }
     let id = first.to_str().unwrap_or("");
+    let caller = caller.map(|c| c.subject.as_str());
     match w.session(id) {
-        Some(conv) => Ok((id.to_string(), conv)),
-        None => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
+        Some(conv) if w.owns(id, caller) => Ok((id.to_string(), conv)),
+        _ => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
     }
 }
 

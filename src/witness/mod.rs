@@ -204,6 +204,8 @@ pub struct Witness {
     pub config: WitnessConfig,
     pub recorder: Recorder,
     sessions: Mutex<HashMap<String, Conversation>>,
+    /// HTTP with `auth`: the token subject that opened each session.
+    owners: Mutex<HashMap<String, String>>,
 }
 
 impl Witness {
@@ -212,6 +214,23 @@ impl Witness {
             config,
             recorder,
             sessions: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record that the token subject `owner` opened session `id`.
+    pub fn bind_owner(&self, id: &str, owner: &str) {
+        if let Ok(mut o) = self.owners.lock() {
+            o.insert(id.to_string(), owner.to_string());
+        }
+    }
+
+    /// Whether `caller` (a token subject, or none) may use session `id`: only the subject that
+    /// opened it, when one did.
+    pub fn owns(&self, id: &str, caller: Option<&str>) -> bool {
+        match self.owners.lock() {
+            Ok(o) => o.get(id).map(String::as_str) == caller,
+            Err(_) => false,
         }
     }
 

@@ -102,13 +102,16 @@ pub struct HttpSettings {
     pub forward_token: bool,
 }
 
+/// A client session: its negotiated version, its state, and the principal that opened it.
+type ClientSession = (String, Arc<Session>, Option<String>);
+
 /// The HTTP front's shared state.
 pub struct HttpFront {
     proxy: Arc<Proxy>,
     settings: HttpSettings,
-    /// Client-facing sessions: id -> negotiated version and the session's state. Never
-    /// forwarded.
-    sessions: Mutex<HashMap<String, (String, Arc<Session>)>>,
+    /// Client-facing sessions: id -> negotiated version, the session's state and the principal
+    /// that opened it. Never forwarded.
+    sessions: Mutex<HashMap<String, ClientSession>>,
 }
 
 impl HttpFront {
@@ -234,11 +237,13 @@ impl HttpFront {
     }
 
     /// The request's session id, its negotiated version and state, or the refusal (400 missing
-    /// or ambiguous, 404 unknown) as status and message.
+    /// or ambiguous, 404 unknown) as status and message. A session opened by one principal is
+    /// unknown to any other (a session id is not a credential: MCP-SEC-SH-02).
     #[allow(clippy::type_complexity)]
     fn session(
         &self,
         headers: &HeaderMap,
+        principal: Option<&str>,
     ) -> Result<(String, String, Arc<Session>), (StatusCode, &'static str)> {
         let id = match one(headers, SESSION) {
             Ok(Some(id)) => id,
@@ -247,8 +252,10 @@ impl HttpFront {
         };
         let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
         match found {
-            Some((v, state)) => Ok((id.to_string(), v, state)),
-            None => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
+            Some((v, state, owner)) if owner.as_deref() == principal => {
+                Ok((id.to_string(), v, state))
+            }
+            _ => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
         }
     }
 
@@ -420,7 +427,7 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
             if !accepts(headers, "text/event-stream") {
                 return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
             }
-            let state = match front.session(headers) {
+            let state = match front.session(headers, credentials.principal.as_deref()) {
                 Ok((_, _, state)) => state,
                 Err((status, msg)) => return front.refuse(status, msg),
             };
@@ -445,7 +452,7 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
                 Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown event id"),
             }
         }
-        Method::DELETE => match front.session(headers) {
+        Method::DELETE => match front.session(headers, credentials.principal.as_deref()) {
             Ok((id, _, state)) => {
                 if let Ok(mut s) = front.sessions.lock() {
                     s.remove(&id);
@@ -512,7 +519,7 @@ async fn post(
         Err(_) if front.proxy.is_reply(&raw) => {
             // A client's answer to a request the gate relayed to it: only in its session, only
             // for an id that session was given and has not answered.
-            let state = match front.session(headers) {
+            let state = match front.session(headers, credentials.principal.as_deref()) {
                 Ok((_, _, state)) => state,
                 Err((status, msg)) => return front.refuse(status, msg),
             };
@@ -567,7 +574,7 @@ async fn post(
             );
         }
     } else {
-        let (negotiated, state) = match front.session(headers) {
+        let (negotiated, state) = match front.session(headers, credentials.principal.as_deref()) {
             Ok((_, v, state)) => (v, state),
             Err((status, msg)) => return front.refuse(status, msg),
         };
@@ -623,14 +630,14 @@ async fn post(
             if s.len() >= MAX_SESSIONS {
                 // The oldest is unknown here; any one goes (its client starts over with 404).
                 if let Some(k) = s.keys().next().cloned() {
-                    if let Some((_, old)) = s.remove(&k) {
+                    if let Some((_, old, _)) = s.remove(&k) {
                         if let Some(d) = old.downstream().cloned() {
                             tokio::spawn(async move { d.close().await });
                         }
                     }
                 }
             }
-            s.insert(id.clone(), (version, state));
+            s.insert(id.clone(), (version, state, credentials.principal.clone()));
         }
         if let Ok(v) = HeaderValue::from_str(&id) {
             answer.headers_mut().insert(SESSION, v);
