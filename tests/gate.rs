@@ -558,7 +558,6 @@ fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
     let good = &tokens["token_good"];
     for malformed in [
         format!("Authorization: Basic {good}\r\n"),
-        format!("Authorization: Bearer  {good}\r\n"),
         format!("Authorization: Bearer {good}\r\nAuthorization: Bearer {good}\r\n"),
         "Authorization: Bearer\r\n".to_string(),
         format!("Authorization: Bearer {}\r\n", "a".repeat(9000)),
@@ -574,7 +573,16 @@ fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
         send(gate.addr, &format!("{query_head}{}", bearer(good)), INIT).0,
         400
     );
-    // The good token, in any case of the scheme name.
+    // The good token, in any case of the scheme name, after one or more spaces (RFC 9110 11.4).
+    assert_eq!(
+        post(
+            gate.addr,
+            &format!("Authorization: Bearer  {good}\r\n"),
+            INIT
+        )
+        .0,
+        200
+    );
     let (status, resp) = post(
         gate.addr,
         &format!("Authorization: bearer {good}\r\n"),
@@ -653,7 +661,8 @@ fn serve_jwks(body: String) -> JwksServer {
     let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = hits.clone();
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
+        // A bounded number of answers: the thread ends when the test has long stopped asking.
+        for stream in listener.incoming().take(16) {
             let Ok(mut s) = stream else { return };
             let mut buf = [0u8; 4096];
             let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));

@@ -212,24 +212,35 @@ struct GateProcess {
 }
 
 impl GateProcess {
+    /// Start the gate and wait (at most 10 s) for its `listening` line; the process is killed
+    /// on drop, also when it never says where it listens.
     fn start(config: &Path) -> GateProcess {
-        let mut child = Command::new(bin())
-            .args(["reference-gate", "--config"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the gate");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().expect("gate stdout"))
-            .read_line(&mut first)
-            .expect("read the gate's first line");
-        let url = first
+        let mut gate = GateProcess {
+            child: Command::new(bin())
+                .args(["reference-gate", "--config"])
+                .arg(config)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start the gate"),
+            url: String::new(),
+        };
+        let stdout = gate.child.stdout.take().expect("gate stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut first = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut first);
+            let _ = tx.send(first);
+        });
+        let first = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_default();
+        gate.url = first
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("unexpected first line: {first:?}"))
             .to_string();
-        GateProcess { child, url }
+        gate
     }
 }
 

@@ -24,6 +24,11 @@ pub const MAX_LEEWAY_S: u64 = 300;
 const JWKS_TTL: Duration = Duration::from_secs(300);
 /// A token with a key id the cached JWKS lacks refetches it, at most this often.
 const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);
+/// Keys from a JWKS URL are used at most this long after the last successful fetch: an issuer
+/// that withdrew a key is believed within the hour even when its JWKS stays unreachable.
+const JWKS_MAX_STALE: Duration = Duration::from_secs(3600);
+/// Longest `sub` taken (a longer one is refused): sessions are bound to the whole subject.
+const MAX_SUBJECT: usize = 256;
 /// The whole JWKS fetch (connect, TLS, answer).
 const JWKS_FETCH_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -184,7 +189,7 @@ pub enum Refusal {
 /// A token that passed every check.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// `sub`, bounded: safe for traces.
+    /// `sub` (required, at most 256 bytes): who the caller is, for traces and sessions.
     pub subject: String,
     /// The `scope` claim, split on spaces.
     pub scopes: Vec<String>,
@@ -221,6 +226,8 @@ struct Remote {
 struct Cache {
     keys: std::sync::Arc<Vec<Key>>,
     fetched: Option<Instant>,
+    /// The last successful fetch (URL keys only).
+    fetched_ok: Option<Instant>,
 }
 
 /// Deliberate defects for the suite's broken-gate tests (feature `faults` only; nothing in a
@@ -232,6 +239,10 @@ pub struct AuthFaults {
     pub accept_none: bool,
     /// The audience is not checked (a token for any resource passes).
     pub ignore_audience: bool,
+    /// `exp` and `nbf` are not checked.
+    pub ignore_lifetime: bool,
+    /// The issuer is not checked.
+    pub ignore_issuer: bool,
 }
 
 /// Validates bearer tokens for one gate.
@@ -271,7 +282,7 @@ impl Verifier {
         validation.validate_nbf = true;
         validation.set_audience(&[&config.resource]);
         validation.set_issuer(&[&config.issuer]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let keys = match &config.jwks_file {
             Some(path) => {
                 let bytes =
@@ -309,6 +320,7 @@ impl Verifier {
             cache: Mutex::new(Cache {
                 keys: std::sync::Arc::new(keys),
                 fetched: None,
+                fetched_ok: None,
             }),
             fetching: tokio::sync::Mutex::new(()),
         })
@@ -319,6 +331,13 @@ impl Verifier {
     pub fn with_faults(mut self, faults: AuthFaults) -> Verifier {
         if faults.ignore_audience {
             self.validation.validate_aud = false;
+        }
+        if faults.ignore_lifetime {
+            self.validation.validate_exp = false;
+            self.validation.validate_nbf = false;
+        }
+        if faults.ignore_issuer {
+            self.validation.iss = None;
         }
         self.faults = faults;
         self
@@ -371,8 +390,11 @@ impl Verifier {
             .collect();
         for key in candidates {
             if let Ok(data) = jsonwebtoken::decode::<Claims>(token, &key.key, &validation) {
+                // The whole subject identifies the caller (sessions are bound to it).
                 let subject = data.claims.sub.unwrap_or_default();
-                let subject: String = subject.chars().take(128).collect();
+                if subject.is_empty() || subject.len() > MAX_SUBJECT {
+                    return Err(Refusal::Invalid);
+                }
                 let scopes = data
                     .claims
                     .scope
@@ -415,17 +437,23 @@ impl Verifier {
             // A failed fetch keeps the old keys (if any) and waits before trying again.
             if let Ok(keys) = fetched {
                 c.keys = std::sync::Arc::new(keys);
+                c.fetched_ok = Some(Instant::now());
             }
             c.fetched = Some(Instant::now());
         }
         self.cached()
     }
 
+    /// The keys in force: a file's, or a URL's while the last successful fetch is less than
+    /// [`JWKS_MAX_STALE`] old (none after that).
     fn cached(&self) -> std::sync::Arc<Vec<Key>> {
+        let remote = self.remote.is_some();
         self.cache
             .lock()
+            .ok()
+            .filter(|c| !remote || c.fetched_ok.is_some_and(|t| t.elapsed() < JWKS_MAX_STALE))
             .map(|c| c.keys.clone())
-            .unwrap_or_else(|_| std::sync::Arc::new(Vec::new()))
+            .unwrap_or_else(|| std::sync::Arc::new(Vec::new()))
     }
 
     /// The `WWW-Authenticate` value of a refusal.
@@ -488,10 +516,12 @@ fn unsigned(token: &str) -> Option<Verified> {
     })
 }
 
-/// The token of `Bearer <token68>` (scheme in any case, one space), or `None`.
+/// The token of `Bearer <token68>` (scheme in any case, one or more spaces: RFC 9110 section
+/// 11.4), or `None`.
 fn bearer_token(value: &[u8]) -> Option<&str> {
     let value = std::str::from_utf8(value).ok()?;
     let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.len() > MAX_TOKEN {
         return None;
     }

@@ -287,8 +287,11 @@ async fn respond(
                 .map(HeaderValue::as_bytes)
                 .collect();
             let in_query = query.is_some_and(|q| {
-                q.split('&')
-                    .any(|kv| kv.split('=').next() == Some("access_token"))
+                q.split('&').any(|kv| {
+                    kv.split('=')
+                        .next()
+                        .is_some_and(|k| k.eq_ignore_ascii_case("access_token"))
+                })
             });
             match auth.verify(&values, in_query).await {
                 Ok(v) => Some(v),
