@@ -180,7 +180,7 @@ pub struct AuthInputs {
     pub scoped_tool: Option<String>,
 }
 
-/// The tokens `auth/` cases name, by placeholder.
+/// The tokens `auth/` cases name, by placeholder (the case loader knows them from here).
 pub const TOKEN_PLACEHOLDERS: &[&str] = &[
     "token_good",
     "token_alg_none",

@@ -33,18 +33,15 @@ pub const PLACEHOLDERS: &[&str] = &[
     "code_malformed",
     "code_denied",
     "code_downstream",
-    "token_good",
-    "token_alg_none",
-    "token_bad_signature",
-    "token_expired",
-    "token_not_yet_valid",
-    "token_wrong_audience",
-    "token_wrong_issuer",
-    "token_hmac_public_key",
-    "token_other_subject",
     "scoped_tool",
     "auth_header",
 ];
+
+/// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
+/// `auth/` cases ([`crate::auth::TOKEN_PLACEHOLDERS`]).
+pub fn is_placeholder(name: &str) -> bool {
+    PLACEHOLDERS.contains(&name) || crate::auth::TOKEN_PLACEHOLDERS.contains(&name)
+}
 
 /// Longest body a case may describe (a little over 4 GiB).
 pub const MAX_BODY_LEN: u64 = 4 << 30;
@@ -666,7 +663,7 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         let after = &rest[start + 2..];
         if let Some(end) = after.find("}}") {
             let name = &after[..end];
-            if !PLACEHOLDERS.contains(&name) {
+            if !is_placeholder(name) {
                 let (line, column) = line_col(text, offset + start);
                 return Err(CaseError::UnknownPlaceholder {
                     path: path.to_string(),
