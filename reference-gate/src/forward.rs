@@ -254,22 +254,29 @@ pub async fn get(
         if resp.status() != hyper::StatusCode::OK {
             return Err(ForwardError::BadAnswer);
         }
-        let mut body = resp.into_body();
-        let mut out = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|_| ForwardError::Unreachable)?;
-            if let Ok(data) = frame.into_data() {
-                out.extend_from_slice(&data);
-                if out.len() > max {
-                    return Err(ForwardError::Oversize);
-                }
-            }
-        }
-        Ok(out)
+        read_bounded(&mut resp.into_body(), max).await
     };
     tokio::time::timeout_at(deadline, read)
         .await
         .map_err(|_| ForwardError::Timeout)?
+}
+
+/// A whole response body, refused once it passes `max` bytes.
+async fn read_bounded(
+    body: &mut hyper::body::Incoming,
+    max: usize,
+) -> Result<Vec<u8>, ForwardError> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| ForwardError::Unreachable)?;
+        if let Ok(data) = frame.into_data() {
+            out.extend_from_slice(&data);
+            if out.len() > max {
+                return Err(ForwardError::Oversize);
+            }
+        }
+    }
+    Ok(out)
 }
 
 struct HttpTarget {
@@ -800,19 +807,7 @@ impl HttpInner {
         let max = self.deadlines.max_response;
         let idle = Duration::from_millis(self.deadlines.request_ms);
         if !sse {
-            let read = async {
-                let mut out = Vec::new();
-                while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(|_| ForwardError::Unreachable)?;
-                    if let Ok(data) = frame.into_data() {
-                        out.extend_from_slice(&data);
-                        if out.len() > max {
-                            return Err(ForwardError::Oversize);
-                        }
-                    }
-                }
-                Ok(out)
-            };
+            let read = async { read_bounded(&mut body, max).await };
             let out = tokio::time::timeout_at(head_by, read)
                 .await
                 .map_err(|_| ForwardError::Timeout)??;
