@@ -11,8 +11,8 @@ use crate::util::{bin, Failing, InProcessGate, Report};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use mcp_gauntlet::lanes::WITNESS_POLICY;
 use mcp_gauntlet::witness;
-use reference_gate::canonical::Leniency;
 use reference_gate::config::GateConfig;
+use reference_gate::faults::Leniency;
 use reference_gate::forward::ConfiguredForwarder;
 use reference_gate::policy::{
     Action, ActionKind, AgentActionRequest, Decision, Engine, EngineError, RuleEngine,

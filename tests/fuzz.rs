@@ -5,7 +5,7 @@
 use crate::broken_gate::lenient;
 use crate::util::{bin, run_with_report};
 use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
-use reference_gate::canonical::Leniency;
+use reference_gate::faults::Leniency;
 use reference_gate::fuzzing::{
     check_binding, check_binding_with, check_canonical_bytes, check_roundtrip,
     check_roundtrip_with, check_smuggle, check_smuggle_with, fuzz_proxy, AllowedCall, Binding,

@@ -329,6 +329,7 @@ impl Verifier {
     /// This verifier with deliberate defects.
     #[cfg(feature = "faults")]
     pub fn with_faults(mut self, faults: AuthFaults) -> Verifier {
+        eprintln!("{}", crate::faults::FAULTS_MARKER);
         if faults.ignore_audience {
             self.validation.validate_aud = false;
         }

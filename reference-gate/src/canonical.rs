@@ -269,9 +269,10 @@ const PROTECTED: &[&str] = &[
 
 /// Parse exactly one client message.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Canonical, Malformed> {
-    parse_with(bytes, limits, Leniency::default())
+    parse_with(bytes, limits, Leniency::STRICT)
 }
 
+#[cfg(feature = "faults")]
 /// The lenient-grammar fault's pre-pass: comments and trailing commas outside strings removed.
 fn loosen(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
@@ -317,25 +318,11 @@ fn loosen(text: &str) -> String {
     out
 }
 
-/// Ways of reading more loosely than a gate may: each one a defect real gates have. Only the
-/// fault-injection parser [`parse_leniently`] takes them; [`parse`] is always strict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Leniency {
-    /// A duplicate member replaces the earlier one.
-    pub last_duplicate_wins: bool,
-    /// Any string is a tool name.
-    pub any_tool_name: bool,
-    /// Envelope rules relaxed: any id type (a null id makes a notification), unknown and
-    /// look-alike members ignored, non-object params dropped.
-    pub lax_envelope: bool,
-    /// Invalid UTF-8 and lone surrogates replaced, a BOM skipped, comments and trailing commas
-    /// skipped, raw control characters kept.
-    pub lenient_grammar: bool,
-    /// Only the first JSON value counts; whatever follows is ignored.
-    pub first_value_only: bool,
-}
+pub(crate) use crate::faults::Leniency;
 
-/// The fault-injection parser (see `proxy::Faults`). Never used by a correct gate.
+/// The fault-injection parser (see `faults::Faults`). Never used by a correct gate, and not
+/// compiled without the `faults` feature.
+#[cfg(feature = "faults")]
 pub fn parse_leniently(
     bytes: &[u8],
     limits: &Limits,
@@ -348,19 +335,17 @@ fn parse_value(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Json, Mal
     if bytes.len() > limits.max_bytes {
         return Err(Malformed::new(MalformedKind::Limit));
     }
+    #[cfg(feature = "faults")]
     let repaired;
-    let text = if len.lenient_grammar {
+    #[cfg(feature = "faults")]
+    let text = if len.lenient_grammar() {
         repaired = loosen(&String::from_utf8_lossy(bytes));
         repaired.trim_start_matches('\u{feff}')
     } else {
-        // UTF-8 first: every later step works on text that is known to be valid.
-        let text =
-            std::str::from_utf8(bytes).map_err(|_| Malformed::new(MalformedKind::Encoding))?;
-        if text.starts_with('\u{feff}') {
-            return Err(Malformed::new(MalformedKind::Encoding));
-        }
-        text
+        strict_text(bytes)?
     };
+    #[cfg(not(feature = "faults"))]
+    let text = strict_text(bytes)?;
     let mut p = Parser {
         s: text.as_bytes(),
         i: 0,
@@ -371,10 +356,19 @@ fn parse_value(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Json, Mal
     p.ws();
     let value = p.value()?;
     p.ws();
-    if p.i != p.s.len() && !len.first_value_only {
+    if p.i != p.s.len() && !len.first_value_only() {
         return Err(Malformed::new(MalformedKind::Syntax));
     }
     Ok(value)
+}
+
+/// UTF-8 first: every later step works on text that is known to be valid.
+fn strict_text(bytes: &[u8]) -> Result<&str, Malformed> {
+    let text = std::str::from_utf8(bytes).map_err(|_| Malformed::new(MalformedKind::Encoding))?;
+    if text.starts_with('\u{feff}') {
+        return Err(Malformed::new(MalformedKind::Encoding));
+    }
+    Ok(text)
 }
 
 fn parse_with(bytes: &[u8], limits: &Limits, len: Leniency) -> Result<Canonical, Malformed> {
@@ -445,7 +439,7 @@ pub enum Incoming {
 /// Parse exactly one message of either kind, with the same grammar, limits and envelope rules
 /// as [`parse`] (a response's envelope is `jsonrpc`, `id` and one of `result`/`error`).
 pub fn parse_incoming(bytes: &[u8], limits: &Limits) -> Result<Incoming, Malformed> {
-    let value = parse_value(bytes, limits, Leniency::default())?;
+    let value = parse_value(bytes, limits, Leniency::STRICT)?;
     let is_reply = matches!(&value, Json::Object(m)
         if !m.iter().any(|(k, _)| k == "method")
             && m.iter().any(|(k, _)| k == "result" || k == "error"));
@@ -454,7 +448,7 @@ pub fn parse_incoming(bytes: &[u8], limits: &Limits) -> Result<Incoming, Malform
     }
     Ok(Incoming::Message(Canonical::new(envelope(
         value,
-        Leniency::default(),
+        Leniency::STRICT,
     )?)))
 }
 
@@ -563,32 +557,44 @@ fn imitates_protected(name: &str) -> bool {
     PROTECTED.iter().any(|p| *p != name && folds_to(name, p))
 }
 
-fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
-    let Json::Object(mut members) = value else {
-        return Err(env_err());
-    };
-    if len.lax_envelope {
-        members.retain(|(k, _)| ENVELOPE.contains(&k.as_str()));
-        if let Some(at) = members
-            .iter()
-            .position(|(k, v)| k == "params" && !matches!(v, Json::Object(_)))
-        {
+/// The lax-envelope fault's pre-pass: unknown members dropped, non-object params dropped, a null
+/// id removed (a notification then), any other id type turned into a string.
+#[cfg(feature = "faults")]
+fn loosen_envelope(members: &mut Vec<(String, Json)>) {
+    members.retain(|(k, _)| ENVELOPE.contains(&k.as_str()));
+    if let Some(at) = members
+        .iter()
+        .position(|(k, v)| k == "params" && !matches!(v, Json::Object(_)))
+    {
+        members.remove(at);
+    }
+    match members.iter().position(|(k, _)| k == "id") {
+        Some(at) if members[at].1 == Json::Null => {
             members.remove(at);
         }
-        match members.iter().position(|(k, _)| k == "id") {
-            Some(at) if members[at].1 == Json::Null => {
-                members.remove(at);
-            }
-            Some(at)
-                if !matches!(&members[at].1, Json::String(_))
-                    && !matches!(&members[at].1, Json::Number(n) if integer_id(n).is_ok()) =>
-            {
-                let text = String::from_utf8_lossy(&members[at].1.to_canonical()).into_owned();
-                members[at].1 = Json::String(text);
-            }
-            _ => {}
+        Some(at)
+            if !matches!(&members[at].1, Json::String(_))
+                && !matches!(&members[at].1, Json::Number(n) if integer_id(n).is_ok()) =>
+        {
+            let text = String::from_utf8_lossy(&members[at].1.to_canonical()).into_owned();
+            members[at].1 = Json::String(text);
         }
+        _ => {}
     }
+}
+
+fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
+    let Json::Object(members) = value else {
+        return Err(env_err());
+    };
+    #[cfg(feature = "faults")]
+    let members = {
+        let mut members = members;
+        if len.lax_envelope() {
+            loosen_envelope(&mut members);
+        }
+        members
+    };
     for (k, _) in &members {
         if !ENVELOPE.contains(&k.as_str()) {
             return Err(env_err());
@@ -605,7 +611,7 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
     match get("params") {
         None => {}
         Some(Json::Object(p))
-            if !len.lax_envelope && p.iter().any(|(k, _)| imitates_protected(k)) =>
+            if !len.lax_envelope() && p.iter().any(|(k, _)| imitates_protected(k)) =>
         {
             return Err(env_err());
         }
@@ -628,10 +634,10 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
         });
     if method == "tools/call" {
         // A tools/call must be a request; its params a plain name and an object of arguments.
-        if id.is_none() && !len.lax_envelope {
+        if id.is_none() && !len.lax_envelope() {
             return Err(env_err());
         }
-        if params.is_none() && len.lax_envelope {
+        if params.is_none() && len.lax_envelope() {
             // The careless gate lets a call it cannot read through; the proxy decides what then.
             return Ok(match id {
                 Some(id) => Message::Request { id, method, params },
@@ -643,18 +649,18 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
             .ok_or(Malformed::new(MalformedKind::ToolCall))?;
         let tool = |e| Malformed::new(e);
         for (k, _) in p {
-            if !TOOL_PARAMS.contains(&k.as_str()) && !len.lax_envelope {
+            if !TOOL_PARAMS.contains(&k.as_str()) && !len.lax_envelope() {
                 return Err(tool(MalformedKind::ToolCall));
             }
         }
         let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v);
         match get("name") {
-            Some(Json::String(n)) if len.any_tool_name || plain_tool_name(n) => {}
+            Some(Json::String(n)) if len.any_tool_name() || plain_tool_name(n) => {}
             _ => return Err(tool(MalformedKind::ToolCall)),
         }
         match get("arguments") {
             None | Some(Json::Object(_)) => {}
-            Some(_) if len.lax_envelope => {}
+            Some(_) if len.lax_envelope() => {}
             Some(_) => return Err(tool(MalformedKind::ToolCall)),
         }
         match get("_meta") {
@@ -769,7 +775,7 @@ impl Parser<'_> {
                 !seen.insert(key.clone())
             };
             if duplicate {
-                if !self.len.last_duplicate_wins {
+                if !self.len.last_duplicate_wins() {
                     return Err(Malformed::new(MalformedKind::DuplicateMember));
                 }
                 if let Some(at) = members.iter().position(|(k, _)| *k == key) {
@@ -919,7 +925,7 @@ impl Parser<'_> {
                     self.i += 1;
                     return Ok(out);
                 }
-                Some(b) if b < 0x20 && self.len.lenient_grammar => {
+                Some(b) if b < 0x20 && self.len.lenient_grammar() => {
                     out.push(b as char);
                     self.i += 1;
                 }
@@ -945,7 +951,7 @@ impl Parser<'_> {
                             let c = match hi {
                                 0xD800..=0xDBFF => {
                                     if !self.s[self.i..].starts_with(b"\\u") {
-                                        if self.len.lenient_grammar {
+                                        if self.len.lenient_grammar() {
                                             out.push('\u{fffd}');
                                             continue;
                                         }
@@ -958,7 +964,7 @@ impl Parser<'_> {
                                     }
                                     0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
                                 }
-                                0xDC00..=0xDFFF if self.len.lenient_grammar => 0xFFFD,
+                                0xDC00..=0xDFFF if self.len.lenient_grammar() => 0xFFFD,
                                 0xDC00..=0xDFFF => {
                                     return Err(Malformed::new(MalformedKind::Encoding))
                                 }

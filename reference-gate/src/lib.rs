@@ -14,6 +14,7 @@ pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod era;
+pub mod faults;
 pub mod forward;
 pub mod front;
 #[cfg(feature = "fuzzing")]

@@ -114,41 +114,10 @@ impl fmt::Debug for ProxyResult {
     }
 }
 
-/// Deliberate defects, for proving that the suite's gate cases catch broken gates. All off in
-/// every gate built from a configuration; they can only be switched on through
-/// [`Proxy::with_faults`], which exists only with the `faults` cargo feature (the suite's tests).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Faults {
-    /// Forward the client's raw bytes instead of the canonical bytes.
-    pub forward_raw: bool,
-    /// Accept duplicate member names; the last one wins.
-    pub last_duplicate_wins: bool,
-    /// Forward each element of a batch array without asking the policy.
-    pub batch_skips_policy: bool,
-    /// Put the engine's error text in the denial message.
-    pub leak_engine_text: bool,
-    /// Allow when the engine fails.
-    pub allow_on_engine_error: bool,
-    /// Relay whatever the downstream answered, unvalidated.
-    pub relay_downstream_verbatim: bool,
-    /// Read messages loosely (see `canonical::Leniency`).
-    pub leniency: canonical::Leniency,
-    /// HTTP front: any Content-Type is taken as JSON.
-    pub any_media_type: bool,
-    /// HTTP front: no body size limit.
-    pub no_size_limit: bool,
-    /// HTTP front: modern requests' headers are not compared with their bodies.
-    pub skip_binding: bool,
-    /// Only tool calls are policed: every other method goes through undecided.
-    pub unpoliced_methods: bool,
-    /// Resource rules are matched against the URI as the client spelled it, and that spelling
-    /// is forwarded (no normalization).
-    pub raw_uri_match: bool,
-    /// Server-to-client requests are relayed whatever the policy says.
-    pub relay_server_requests: bool,
-    /// A client's response is forwarded under whatever id it names, outstanding or not.
-    pub any_response_id: bool,
-}
+#[cfg(feature = "faults")]
+pub use crate::faults::Faults;
+#[cfg(not(feature = "faults"))]
+use crate::faults::Faults;
 
 /// Most downstream `initialize` answers remembered (one per version and client capabilities).
 const MAX_CACHED_ANSWERS: usize = 16;
@@ -212,7 +181,7 @@ impl Proxy {
             modern_codes: ErrorCodes::modern(),
             versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
             tracer,
-            faults: Faults::default(),
+            faults: Faults::NONE,
         }
     }
 
@@ -268,9 +237,13 @@ impl Proxy {
         out
     }
 
-    /// A deliberately broken proxy, for the suite's tests.
+    /// A deliberately broken proxy, for the suite's tests (feature `faults` only). Says so on
+    /// stderr when any defect is on.
     #[cfg(feature = "faults")]
     pub fn with_faults(mut self, faults: Faults) -> Proxy {
+        if faults != Faults::NONE {
+            eprintln!("{}", crate::faults::FAULTS_MARKER);
+        }
         self.faults = faults;
         self
     }
@@ -279,35 +252,40 @@ impl Proxy {
         &self.limits
     }
 
-    /// The defects switched on (none, outside the suite's tests).
-    pub fn faults(&self) -> Faults {
+    /// The defects switched on (none, outside the suite's tests; constants without the
+    /// `faults` feature).
+    pub(crate) fn faults(&self) -> Faults {
         self.faults
     }
 
     /// Canonicalize only (the fronts need to know what a message is before session checks).
     pub fn parse(&self, raw: &[u8]) -> Result<Canonical, canonical::Malformed> {
-        let mut leniency = self.faults.leniency;
-        leniency.last_duplicate_wins |= self.faults.last_duplicate_wins;
-        if leniency != canonical::Leniency::default() {
-            let mut limits = self.limits;
-            if self.faults.no_size_limit {
-                limits.max_bytes = usize::MAX;
-            }
-            return canonical::parse_leniently(raw, &limits, leniency);
-        }
-        if self.faults.no_size_limit {
-            let limits = Limits {
-                max_bytes: usize::MAX,
-                ..self.limits
-            };
-            return canonical::parse(raw, &limits);
+        #[cfg(feature = "faults")]
+        if self.faults != Faults::NONE {
+            return self.parse_with_faults(raw);
         }
         canonical::parse(raw, &self.limits)
     }
 
+    /// The parser a broken proxy uses: lenient, or without a size limit.
+    #[cfg(feature = "faults")]
+    fn parse_with_faults(&self, raw: &[u8]) -> Result<Canonical, canonical::Malformed> {
+        let mut limits = self.limits;
+        if self.faults.no_size_limit {
+            limits.max_bytes = usize::MAX;
+        }
+        let leniency = self.faults.leniency();
+        if leniency != canonical::Leniency::default() {
+            return canonical::parse_leniently(raw, &limits, leniency);
+        }
+        canonical::parse(raw, &limits)
+    }
+
     /// The `batch_skips_policy` fault: a batch array forwarded element by element, no policy.
-    /// `None` for anything else, and always `None` in a correct gate.
-    pub async fn batch_fault(&self, server_id: &str, raw: &[u8]) -> Option<ProxyResult> {
+    /// `None` for anything else, and always `None` in a correct gate (not compiled without the
+    /// `faults` feature).
+    #[cfg(feature = "faults")]
+    pub(crate) async fn batch_fault(&self, server_id: &str, raw: &[u8]) -> Option<ProxyResult> {
         if !self.faults.batch_skips_policy {
             return None;
         }
@@ -365,6 +343,7 @@ impl Proxy {
         raw: &[u8],
         credentials: &Credentials,
     ) -> ProxyResult {
+        #[cfg(feature = "faults")]
         if let Some(r) = self.batch_fault(server_id, raw).await {
             return r;
         }
@@ -458,8 +437,7 @@ impl Proxy {
             session: session.cloned(),
             request: Some((id.clone(), method.to_string())),
             modern,
-            verbatim: self.faults.relay_downstream_verbatim,
-            relay_any_request: self.faults.relay_server_requests,
+            faults: self.faults,
         };
         // Each use of a resource, prompt or method is decided once and traced.
         let held = credentials.scopes.as_deref();
@@ -512,7 +490,7 @@ impl Proxy {
             "tools/call",
             "tools/list",
         ];
-        if self.faults.unpoliced_methods && !gate_owned.contains(&method) {
+        if self.faults.unpoliced_methods() && !gate_owned.contains(&method) {
             return forward(c.forwarding_bytes().to_vec()).await;
         }
         let unknown = || {
@@ -600,7 +578,7 @@ impl Proxy {
                 let Some(uri) = c.message().param("uri").and_then(Json::as_str) else {
                     return bad_params();
                 };
-                if self.faults.raw_uri_match {
+                if self.faults.raw_uri_match() {
                     // The fault: the client's spelling judged and forwarded.
                     if !allows(ActionKind::Resource, uri) {
                         return denied();
@@ -760,7 +738,7 @@ impl Proxy {
                 relay::cancel(&ctx, "timeout").await;
             }
             let Some(Ok(event)) = event else {
-                if ctx.verbatim {
+                if ctx.faults.relay_downstream_verbatim() {
                     // The relay-verbatim fault: no answer is relayed as it came, empty.
                     return Answer::Done(result(Some(Vec::new()), Handled::Forwarded));
                 }
@@ -978,7 +956,7 @@ impl Proxy {
         let original = match session.take_outgoing(&reply.reply().id) {
             Some(original) => original,
             // The any-response-id fault: whatever id the client names goes downstream.
-            None if self.faults.any_response_id => reply.reply().id.clone(),
+            None if self.faults.any_response_id() => reply.reply().id.clone(),
             None => return Err(Refusal::UnknownResponse),
         };
         let downstream = match session.open().await {
@@ -1027,8 +1005,7 @@ impl Proxy {
             session: Some(session.clone()),
             request: None,
             modern: false,
-            verbatim: false,
-            relay_any_request: self.faults.relay_server_requests,
+            faults: self.faults,
         };
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(relay::pump(ctx, events, tx));
@@ -1063,7 +1040,7 @@ impl Proxy {
             );
         };
         let Some(call) = c.tool_call() else {
-            if self.faults.leniency.lax_envelope {
+            if self.faults.leniency().lax_envelope() {
                 // The lax-envelope fault: a call the gate cannot read goes through unchecked.
                 return match self
                     .forwarder
@@ -1105,7 +1082,7 @@ impl Proxy {
             },
         });
         if verdict == Decision::Deny {
-            let message = match (&engine_text, self.faults.leak_engine_text) {
+            let message = match (&engine_text, self.faults.leak_engine_text()) {
                 (Some(text), true) => format!("{MSG_DENIED}: {}", text.replace(['"', '\\'], "'")),
                 _ => MSG_DENIED.to_string(),
             };
@@ -1124,7 +1101,7 @@ impl Proxy {
                 scope_needed: scope,
             });
         }
-        let outgoing = if self.faults.forward_raw {
+        let outgoing = if self.faults.forward_raw() {
             raw
         } else {
             c.forwarding_bytes()
@@ -1138,7 +1115,7 @@ impl Proxy {
     /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
     /// The engine's error text is returned for the trace-free fault path only.
     async fn decide(&self, request: AgentActionRequest) -> (Decision, Option<String>) {
-        let failed = if self.faults.allow_on_engine_error {
+        let failed = if self.faults.allow_on_engine_error() {
             Decision::Allow
         } else {
             Decision::Deny

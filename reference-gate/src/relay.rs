@@ -216,10 +216,9 @@ pub(crate) struct RelayCtx {
     /// The request whose answer ends the exchange (none on a server stream).
     pub request: Option<(Id, String)>,
     pub modern: bool,
-    /// The `relay_downstream_verbatim` fault.
-    pub verbatim: bool,
-    /// The `relay_server_requests` fault.
-    pub relay_any_request: bool,
+    /// The proxy's defects (`relay_downstream_verbatim`, `relay_server_requests`); constants
+    /// without the `faults` feature.
+    pub faults: crate::faults::Faults,
 }
 
 pub(crate) fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> {
@@ -291,7 +290,7 @@ impl RelayCtx {
                 Step::Drop
             };
         }
-        if self.verbatim && self.request.is_some() {
+        if self.faults.relay_downstream_verbatim() && self.request.is_some() {
             // The relay-verbatim fault: whatever came is the answer.
             relayed.bytes = event.data;
             return Step::Final(relayed);
@@ -393,7 +392,8 @@ impl RelayCtx {
             // No way to route an answer back: nothing to relay.
             return Step::Drop;
         };
-        let allowed = self.relay_any_request || self.allows(ActionKind::ServerRequest, method);
+        let allowed =
+            self.faults.relay_server_requests() || self.allows(ActionKind::ServerRequest, method);
         let gate_id = if allowed {
             session.give_outgoing(id.clone())
         } else {

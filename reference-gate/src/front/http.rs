@@ -482,13 +482,13 @@ async fn post(
     credentials: &Credentials,
 ) -> Answer {
     let faults = front.proxy.faults();
-    if !content_type_ok(headers) && !faults.any_media_type {
+    if !content_type_ok(headers) && !faults.any_media_type() {
         return front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
     }
     if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
         return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
     }
-    let limit = if faults.no_size_limit {
+    let limit = if faults.no_size_limit() {
         64 * 1024 * 1024
     } else {
         front.proxy.limits().max_bytes
@@ -507,6 +507,7 @@ async fn post(
         }
         Err(BodyError::Failed) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
     };
+    #[cfg(feature = "faults")]
     if let Some(r) = front
         .proxy
         .batch_fault(&front.settings.server_id, &raw)
@@ -559,7 +560,7 @@ async fn post(
         && matches!(canonical.message(), Message::Request { .. });
     let mut session = None;
     if let Some(binding) = admission {
-        if binding.is_err() && !faults.skip_binding {
+        if binding.is_err() && !faults.skip_binding() {
             let r = front.proxy.header_mismatch(&canonical);
             return json_answer(
                 StatusCode::BAD_REQUEST,
