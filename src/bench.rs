@@ -9,8 +9,8 @@
 //!   at least 0.4 of direct throughput, zero wrong answers);
 //! - the whole catalogue against the embedded default (bar: under 10 s).
 
+use crate::error::RunError;
 use crate::load::{load, LaneLoad, LoadOptions};
-use crate::run::RunError;
 use reference_gate::canonical::{self, Limits};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -123,7 +123,7 @@ pub fn bench(exe: Option<PathBuf>, requests: u64) -> Result<String, RunError> {
             }
         }
     }
-    let exe = crate::lanes::self_exe(exe.as_ref())?;
+    let exe = crate::target::self_exe(exe.as_ref())?;
     let t = Instant::now();
     let status = std::process::Command::new(&exe)
         .args(["run", "--", "-q"])

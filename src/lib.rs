@@ -7,14 +7,21 @@
 
 pub mod auth;
 pub mod bench;
+pub mod canary;
 pub mod case;
+pub mod error;
 pub mod exit;
 pub mod fuzz;
-pub mod lanes;
 pub mod load;
+pub mod reading;
+pub mod record;
 pub mod report;
 pub mod run;
+pub mod settings;
+mod sync;
+pub mod target;
 pub mod transport;
+pub mod trial;
 pub mod verdict;
 pub mod versions;
 pub mod witness;

@@ -5,8 +5,9 @@
 //! fronts, as a ratio.
 
 use crate::case::{Body, Profile, TransportKind};
-use crate::lanes::{self, Lane};
-use crate::run::{RunError, Target};
+use crate::error::RunError;
+use crate::target::Target;
+use crate::target::{self, Lane};
 use crate::transport::exchange::Endpoint;
 use crate::transport::http::{exchange, sse_messages, Caps, HttpUrl, Wire};
 use crate::transport::stdio::{Line, StdioCommand, StdioProcess};
@@ -353,7 +354,7 @@ fn loadable(lane: &Lane, tmp: &std::path::Path) -> Option<LoadEndpoint> {
 
 /// Run the load. Blocks. One result per lane of the target, one lane after another.
 pub fn load(opts: LoadOptions) -> Result<Vec<LaneLoad>, RunError> {
-    let opened = lanes::open(&opts.target, Profile::Server, opts.self_exe.as_ref())?;
+    let opened = target::open(&opts.target, Profile::Server, opts.self_exe.as_ref())?;
     let mut out = Vec::new();
     for lane in &opened.lanes {
         if let Some(endpoint) = loadable(lane, opened.tmp()) {

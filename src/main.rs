@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
-use mcp_gauntlet::transport::exchange::Settings;
+use mcp_gauntlet::settings::{DenyStyle, Settings};
 use mcp_gauntlet::transport::tls::TlsOptions;
 use mcp_gauntlet::versions::Spec;
 use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
@@ -303,7 +303,7 @@ struct RunArgs {
     /// How the target refuses a tool call: `error` (a JSON-RPC error, the default) or `result`
     /// (a tool result with isError: true, as some gates do); either runs nothing.
     #[arg(long, default_value = "error", value_parser = parse_deny_style)]
-    deny_style: mcp_gauntlet::verdict::DenyStyle,
+    deny_style: DenyStyle,
     /// HTTP targets: a command (one string, run with `sh -c`) that restarts the target after a
     /// case killed it; the runner waits until the URL accepts connections again. Without it the
     /// trials after the death are not run (shown as ignored, with the case that killed it).
@@ -413,7 +413,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     Ok((k, n))
 }
 
-fn parse_deny_style(s: &str) -> Result<mcp_gauntlet::verdict::DenyStyle, String> {
+fn parse_deny_style(s: &str) -> Result<DenyStyle, String> {
     s.parse()
 }
 
@@ -707,7 +707,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
             match witness::stdio::serve(&w, tokio::io::stdin(), tokio::io::stdout()).await {
                 Ok(()) => Ok(exit::SUCCESS),
                 Err(e) => {
-                    eprintln!("witness: {e}");
+                    eprintln!("witness: {}", mcp_gauntlet::error::error_chain(&e));
                     Ok(exit::CASES_FAILED)
                 }
             }
@@ -760,7 +760,7 @@ fn check_cases(dirs: Vec<PathBuf>) -> anyhow::Result<u8> {
         match cat.add_dir(dir) {
             Ok(n) => total += n,
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("{}", mcp_gauntlet::error::error_chain(&e));
                 return Ok(exit::SETUP_FAILED);
             }
         }

@@ -1,74 +1,21 @@
-//! One invocation of `mcp-gauntlet run`: resolve the target, turn (case, transport) pairs into
-//! libtest trials, run them, and write the reports.
+//! One invocation of `mcp-gauntlet run`, in named steps: load the catalogue, fix the settings,
+//! open the target's lanes ([`crate::target`]), plan one libtest trial per (case, lane), run each
+//! ([`crate::trial`], then the baseline's decision, [`crate::report::baseline`]), and write the
+//! reports.
 
-use crate::case::{Catalogue, Profile};
-use crate::lanes;
-use crate::report::{self, Collector, Record, RunInfo};
-use crate::transport::exchange::{self, Settings};
-use crate::verdict::{self, Context, Status};
+use crate::case::{Case, Catalogue, Profile};
+pub use crate::error::RunError;
+use crate::report::baseline::{Baseline, Decision};
+use crate::report::{self, Collector, Record, RunInfo, TrialVerdict};
+use crate::settings::Settings;
+pub use crate::target::Target;
+use crate::target::{self, Lane, Restarts};
+use crate::trial::Judging;
+use crate::verdict::{self, Status};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RunError {
-    #[error(transparent)]
-    Case(#[from] crate::case::CaseError),
-    #[error(transparent)]
-    Transport(#[from] crate::transport::TransportError),
-    #[error("cannot start the embedded witness: {0}")]
-    Witness(#[source] std::io::Error),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("`--header` wants `Name: value`, got `{0}`")]
-    BadHeader(String),
-    #[error("cannot set up the run: {0}")]
-    Setup(#[source] std::io::Error),
-    #[error("not a command the runner can start: {0}")]
-    BadTarget(String),
-    #[error("the gate did not accept connections on 127.0.0.1:{0} within 10 s")]
-    GateDidNotStart(u16),
-    #[error(transparent)]
-    Baseline(#[from] report::baseline::BaselineError),
-    #[error("{url}: the TLS handshake failed (pass --ca FILE to trust the CA that signed its certificate, or --insecure to check none)")]
-    Certificate {
-        url: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Where the cases go.
-#[derive(Debug, Clone, Default)]
-pub enum Target {
-    /// The embedded default: the witness, in-process over HTTP and as a child process over stdio.
-    #[default]
-    Embedded,
-    Http {
-        url: String,
-        witness_log: Option<PathBuf>,
-        /// How an `https` URL's certificate is checked.
-        tls: crate::transport::tls::TlsOptions,
-    },
-    Stdio {
-        command: String,
-    },
-    /// An HTTP gate the runner starts in front of its own witness (`{downstream_url}`, `{port}`).
-    Gate {
-        command: String,
-    },
-    /// A stdio gate the runner starts per case (`{downstream_cmd}`).
-    GateStdio {
-        command: String,
-    },
-}
 
 /// Options of `run`.
 #[derive(Debug, Clone)]
@@ -151,16 +98,76 @@ pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
 
 /// Run the catalogue. Blocks; prints libtest output to stdout.
 pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
+    let catalogue = load_catalogue(&opts)?;
+    let settings = run_settings(&opts)?;
+    let secrets = secrets_of(&settings);
+    // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
+    let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let picked = target::pick_versions(&opened, &opts.spec, &settings);
+    opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
+    let baseline = match &opts.baseline {
+        Some(p) => Some(Arc::new(Baseline::load(p)?)),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        rt: opened.rt.clone(),
+        collector: Collector::default(),
+        restarts: Restarts::new(opts.restart_cmd.clone()),
+        baseline,
+        secrets,
+        strict: opts.strict,
+        deadline: Instant::now() + opts.total_timeout,
+    });
+    let lanes = std::mem::take(&mut opened.lanes);
+    let trials = plan(&opts, &catalogue, &settings, lanes, &shared);
+
+    let mut args = Arguments::from_iter(
+        std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()),
+    );
+    if args.test_threads.is_none() {
+        args.test_threads = opts.jobs.map(|n| n.max(1));
+    }
+    let listing = args.list;
+    let conclusion = libtest_mimic::run(&args, trials);
+    shared.restarts.stop();
+    let records = shared.collector.records();
+    if !listing {
+        print!("{}", report::warning_summary(&records));
+    }
+    let info = RunInfo {
+        target: opened.name.clone(),
+        profile: match &opts.target {
+            Target::Embedded => "server and gate".into(),
+            Target::Gate { .. } | Target::GateStdio { .. } => Profile::Gate.as_str().into(),
+            _ => opts.profile.as_str().into(),
+        },
+        spec: picked.versions.join(","),
+        strict: opts.strict,
+    };
+    write_outputs(&opts, &info, &records, &shared.secrets)?;
+    Ok(RunOutcome {
+        failed: conclusion.has_failed(),
+        records,
+    })
+}
+
+/// The embedded catalogue and every `--cases` directory.
+fn load_catalogue(opts: &RunOptions) -> Result<Catalogue, RunError> {
     let mut catalogue = Catalogue::embedded()?;
     for dir in &opts.extra_cases {
         catalogue.add_dir(dir)?;
     }
+    Ok(catalogue)
+}
+
+/// The run's settings: `--header` values added, and the good token (when there is one and no
+/// `Authorization` header was given) on every request, handshakes and probes too; `auth/`
+/// cases replace or remove it.
+fn run_settings(opts: &RunOptions) -> Result<Settings, RunError> {
     let mut settings = opts.settings.clone();
     for h in &opts.headers {
         settings.extra_headers.push(parse_header(h)?);
     }
-    // An endpoint that wants a token gets the good one on every request (handshakes and probes
-    // too); `auth/` cases replace or remove it.
     let good = settings
         .auth_tokens
         .iter()
@@ -175,38 +182,47 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             .extra_headers
             .push(("authorization".into(), format!("Bearer {token}")));
     }
-    let secrets: Vec<String> = settings
+    Ok(settings)
+}
+
+/// Every header value and token: secrets, never shown in any output.
+fn secrets_of(settings: &Settings) -> Vec<String> {
+    settings
         .extra_headers
         .iter()
         .map(|(_, v)| v.clone())
         .chain(settings.auth_tokens.iter().map(|(_, t)| t.clone()))
-        .collect();
+        .collect()
+}
 
-    // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
-    let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    let picked = lanes::pick_versions(&opened, &opts.spec, &settings);
-    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &picked);
-    let versions = picked.versions.clone();
-    let rt = opened.rt.clone();
-    let target_name = opened.name.clone();
+/// What every trial of the run shares.
+struct Shared {
+    rt: Arc<tokio::runtime::Runtime>,
+    collector: Collector,
+    restarts: Restarts,
+    baseline: Option<Arc<Baseline>>,
+    secrets: Vec<String>,
+    strict: bool,
+    /// The run's total deadline: trials that have not started by then fail.
+    deadline: Instant,
+}
 
-    let baseline = match &opts.baseline {
-        Some(p) => Some(Arc::new(report::baseline::Baseline::load(p)?)),
-        None => None,
-    };
-    let collector = Collector::default();
-    let restarts = Arc::new(Restarts {
-        command: opts.restart_cmd.clone(),
-        children: std::sync::Mutex::new(Vec::new()),
-    });
-    let global_deadline = Instant::now() + opts.total_timeout;
+/// One libtest trial per (lane, case): ignored when the case does not apply to the lane (its
+/// record says `skip`), left out when the lane runs other families only or `--shard` takes
+/// another case. Trials are numbered in this order; the records are sorted by that number.
+fn plan(
+    opts: &RunOptions,
+    catalogue: &Catalogue,
+    settings: &Settings,
+    lanes: Vec<Lane>,
+    shared: &Arc<Shared>,
+) -> Vec<Trial> {
     let mut trials = Vec::new();
-    for lane in std::mem::take(&mut opened.lanes) {
+    for lane in lanes {
         let lane = Arc::new(lane);
-        // Cases that read a shared witness record run one at a time, so each sees only its own.
-        let serial = lane.serial.clone();
         let mut settings = settings.clone();
         settings.spec_version = lane.version.clone();
+        let settings = Arc::new(settings);
         for (index, case) in catalogue.cases.iter().enumerate() {
             // `--shard K/N`: this run takes every N-th case, starting at the K-th.
             if let Some((k, n)) = opts.shard {
@@ -219,17 +235,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             if !lane.takes(&case.id) {
                 continue;
             }
-            let applies = case.applies_to_transport(lane.transport)
-                && case.applies_to_profile(lane.profile)
-                && case.applies_to_version(&settings.spec_version)
-                && !(case.spec.stateful && lane.stateless)
-                && settings.has_auth(case.spec.auth);
             let ordinal = trials.len();
-            let case = case.clone();
-            let name = case.id.clone();
-            let kind = lane.kind.clone();
-            if !applies {
-                collector.push(ordinal, lane.record(&case, None, 0));
+            let (name, kind) = (case.id.clone(), lane.kind.clone());
+            if !applies(case, &lane, &settings) {
+                shared.collector.push(ordinal, lane.record(case, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -237,152 +246,138 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
                 );
                 continue;
             }
-            let (rt, lane, settings, collector, secrets, serial, baseline, restarts) = (
-                rt.clone(),
-                lane.clone(),
-                settings.clone(),
-                collector.clone(),
-                secrets.clone(),
-                serial.clone(),
-                baseline.clone(),
-                restarts.clone(),
-            );
-            let (profile, strict) = (lane.profile, opts.strict);
-            trials.push(
-                Trial::ignorable_test(name, move || {
-                    // A target that died earlier in the run: this trial is not run, and says why.
-                    if let Some(why) = lane_down(&lane) {
-                        let mut record = lane.record(&case, None, 0);
-                        record.findings.push(verdict::Finding {
-                            check: verdict::Check::Setup,
-                            status: Status::Warn,
-                            message: why.clone(),
-                        });
-                        collector.push(ordinal, record);
-                        return Ok(Completion::ignored_with(why));
-                    }
-                    if Instant::now() > global_deadline {
-                        let msg = "the run's total deadline passed before this case started";
-                        let mut record = lane.record(&case, None, 0);
-                        record.verdict = "fail".into();
-                        record.findings.push(verdict::Finding {
-                            check: verdict::Check::Setup,
-                            status: Status::Fail,
-                            message: msg.into(),
-                        });
-                        collector.push(ordinal, record);
-                        return Err(Failed::from(msg));
-                    }
-                    let check_alive = case
-                        .expectation(profile, strict, &settings.spec_version)
-                        .alive.unwrap_or(true);
-                    let obs = rt.block_on(async {
-                        let _guard = match &lane.witness {
-                            Some(_) => Some(serial.lock().await),
-                            None => None,
-                        };
-                        exchange::run_case(
-                            &case,
-                            &lane.endpoint,
-                            &settings,
-                            lane.witness.as_ref(),
-                            check_alive,
-                        )
-                        .await
-                    });
-                    let ctx = Context {
-                        profile,
-                        strict,
-                        transport: lane.transport,
-                        secrets: secrets.clone(),
-                        codes: settings.code_table(),
-                        version: settings.spec_version.clone(),
-                        method: case
-                            .spec
-                            .request
-                            .method
-                            .clone()
-                            .unwrap_or_else(|| "POST".into()),
-                        placeholders: exchange::base_placeholders(&settings),
-                        canary_text: settings.canary_text.clone(),
-                        deny_style: settings.deny_style,
-                    };
-                    let mut v = verdict::judge(&case, &obs, &ctx);
-                    // The case that killed an HTTP target fails with the evidence, once; the
-                    // target is restarted (`--restart-cmd`) or the lane's later trials not run.
-                    let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
-                        || obs.setup_error.is_some();
-                    let gone = obs.alive == Some(false) || found_gone;
-                    if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable()
-                    {
-                        let note = mark_dead(&lane, &case.id, found_gone, &restarts);
-                        v.findings.push(verdict::Finding {
-                            check: verdict::Check::Alive,
-                            status: Status::Fail,
-                            message: note,
-                        });
-                        v.status = Status::Fail;
-                    }
-                    let mut record = lane.record(&case, Some(&v), obs.elapsed.as_millis() as u64);
-                    // Whatever came back may echo a `--header` value: never into any output.
-                    for f in &mut record.findings {
-                        f.message = report::redact(&f.message, &secrets);
-                    }
-                    let known = baseline
-                        .as_ref()
-                        .is_some_and(|b| b.lists(&case.id, lane.transport, profile, &lane.version));
-                    let result = match (v.status, known) {
-                        (Status::Fail, true) => {
-                            record.verdict = "known".into();
-                            Ok(())
-                        }
-                        (Status::Fail, false) => {
-                            let text = report::redact(&v.explain(&case, &obs), &secrets);
-                            record.explanation = Some(text.clone());
-                            Err(Failed::from(text))
-                        }
-                        (_, true) => {
-                            let text = format!(
-                                "[{}] {}: listed in the baseline as a known failure, but it passes now: remove it from the baseline",
-                                lane.kind, case.id
-                            );
-                            record.verdict = "stale".into();
-                            record.explanation = Some(text.clone());
-                            Err(Failed::from(text))
-                        }
-                        (Status::Warn | Status::Pass, false) => Ok(()),
-                    };
-                    collector.push(ordinal, record);
-                    result.map(|()| Completion::Completed)
-                })
-                .with_kind(kind),
-            );
+            let one = OneTrial {
+                case: case.clone(),
+                lane: lane.clone(),
+                settings: settings.clone(),
+                shared: shared.clone(),
+                ordinal,
+            };
+            trials.push(Trial::ignorable_test(name, move || one.execute()).with_kind(kind));
+        }
+    }
+    trials
+}
+
+/// Whether `case` runs on `lane` at the settings' version with the run's credentials.
+fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
+    case.applies_to_transport(lane.transport)
+        && case.applies_to_profile(lane.profile)
+        && case.applies_to_version(&settings.spec_version)
+        && !(case.spec.stateful && lane.stateless)
+        && settings.has_auth(case.spec.auth)
+}
+
+/// One (case, lane) trial with what it needs to run on any thread.
+struct OneTrial {
+    case: Case,
+    lane: Arc<Lane>,
+    /// The run's settings at the lane's version.
+    settings: Arc<Settings>,
+    shared: Arc<Shared>,
+    ordinal: usize,
+}
+
+impl OneTrial {
+    /// Run the trial: refuse it when its target died or the run's deadline passed; else send,
+    /// judge, watch the target, apply the baseline, and keep the record.
+    fn execute(&self) -> Result<Completion, Failed> {
+        let (case, lane, shared) = (&self.case, &*self.lane, &*self.shared);
+        // A target that died earlier in the run: this trial is not run, and says why.
+        if let Some(why) = lane.down() {
+            self.keep(self.setup_record(Status::Warn, &why));
+            return Ok(Completion::ignored_with(why));
+        }
+        if Instant::now() > shared.deadline {
+            let msg = "the run's total deadline passed before this case started";
+            self.keep(self.setup_record(Status::Fail, msg));
+            return Err(Failed::from(msg));
+        }
+        let judging = Judging {
+            settings: &self.settings,
+            strict: shared.strict,
+            secrets: &shared.secrets,
+        };
+        let judged = shared.rt.block_on(judging.run(case, lane));
+        let (obs, mut v) = (judged.observation, judged.verdict);
+        self.watch_target(&obs, &mut v);
+        let mut record = lane.record(case, Some(&v), obs.elapsed.as_millis() as u64);
+        // Whatever came back may echo a `--header` value: never into any output.
+        for f in &mut record.findings {
+            f.message = report::redact(&f.message, &shared.secrets);
+        }
+        let result = match Baseline::decide(shared.baseline.as_deref(), v.status, &record) {
+            Decision::Known => {
+                record.verdict = TrialVerdict::Known;
+                Ok(())
+            }
+            Decision::Fails => {
+                let text = report::redact(&v.explain(case, &obs), &shared.secrets);
+                record.explanation = Some(text.clone());
+                Err(Failed::from(text))
+            }
+            Decision::Stale => {
+                let text = format!(
+                    "[{}] {}: listed in the baseline as a known failure, but it passes now: remove it from the baseline",
+                    lane.kind, case.id
+                );
+                record.verdict = TrialVerdict::Stale;
+                record.explanation = Some(text.clone());
+                Err(Failed::from(text))
+            }
+            Decision::Passes => Ok(()),
+        };
+        self.keep(record);
+        result.map(|()| Completion::Completed)
+    }
+
+    /// The case that killed an HTTP target fails with the evidence, once; the target is
+    /// restarted (`--restart-cmd`) or the lane's later trials are not run.
+    fn watch_target(&self, obs: &crate::transport::Observation, v: &mut verdict::Verdict) {
+        let lane = &*self.lane;
+        let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
+            || obs.setup_error.is_some();
+        let gone = obs.alive == Some(false) || found_gone;
+        if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable() {
+            let note = self
+                .shared
+                .restarts
+                .mark_dead(lane, &self.case.id, found_gone);
+            v.findings.push(verdict::Finding {
+                check: verdict::Check::Alive,
+                status: Status::Fail,
+                message: note,
+            });
+            v.status = Status::Fail;
         }
     }
 
-    let mut args = Arguments::from_iter(
-        std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()),
-    );
-    if args.test_threads.is_none() {
-        args.test_threads = opts.jobs.map(|n| n.max(1));
+    /// The record of a trial that did not run: one setup finding saying why.
+    fn setup_record(&self, status: Status, why: &str) -> Record {
+        let mut record = self.lane.record(&self.case, None, 0);
+        if status == Status::Fail {
+            record.verdict = TrialVerdict::Fail;
+        }
+        record.findings.push(verdict::Finding {
+            check: verdict::Check::Setup,
+            status,
+            message: why.to_string(),
+        });
+        record
     }
-    let listing = args.list;
-    let conclusion = libtest_mimic::run(&args, trials);
-    restarts.stop();
-    let records = collector.records();
-    if !listing {
-        print!("{}", report::warning_summary(&records));
+
+    fn keep(&self, record: Record) {
+        self.shared.collector.push(self.ordinal, record);
     }
-    let info = RunInfo {
-        target: target_name,
-        profile: match &opts.target {
-            Target::Embedded => "server and gate".into(),
-            Target::Gate { .. } | Target::GateStdio { .. } => Profile::Gate.as_str().into(),
-            _ => opts.profile.as_str().into(),
-        },
-        spec: versions.join(","),
-        strict: opts.strict,
-    };
+}
+
+/// The JSON report, JUnit XML and the written baseline, as the options ask.
+fn write_outputs(
+    opts: &RunOptions,
+    info: &RunInfo,
+    records: &[Record],
+    secrets: &[String],
+) -> Result<(), RunError> {
     let write = |path: &PathBuf, text: String| {
         std::fs::write(path, text).map_err(|source| RunError::Write {
             path: path.display().to_string(),
@@ -390,140 +385,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         })
     };
     if let Some(path) = &opts.report {
-        write(path, report::json_report(&info, &records))?;
+        write(path, report::json_report(info, records))?;
     }
     if let Some(path) = &opts.junit {
-        write(path, report::junit(&info, &records))?;
+        write(path, report::junit(info, records))?;
     }
     if let Some(path) = &opts.write_baseline {
-        let known_failures = records
-            .iter()
-            .filter(|r| r.verdict == "fail" || r.verdict == "known")
-            .map(|r| report::baseline::KnownFailure {
-                id: r.id.clone(),
-                transport: Some(r.transport),
-                profile: Some(r.profile),
-                version: r.lane_version.clone(),
-                reason: r
-                    .findings
-                    .iter()
-                    .find(|f| f.status == Status::Fail)
-                    .map_or_else(
-                        || "known failure".into(),
-                        |f| {
-                            format!(
-                                "[{}] {}",
-                                f.check.as_str(),
-                                report::redact(&f.message, &secrets)
-                            )
-                        },
-                    ),
-            })
-            .collect();
-        let b = report::baseline::Baseline {
-            format: report::baseline::BASELINE_FORMAT.into(),
-            known_failures,
-        };
+        let b = Baseline::of_failures(records, |m| report::redact(m, secrets));
         write(path, b.render_for(path))?;
     }
-    Ok(RunOutcome {
-        failed: conclusion.has_failed(),
-        records,
-    })
-}
-
-/// How a run brings a dead HTTP target back (`--restart-cmd`), and the processes it started.
-struct Restarts {
-    command: Option<String>,
-    children: std::sync::Mutex<Vec<std::process::Child>>,
-}
-
-impl Restarts {
-    /// Start the restart command and wait (30 s at most) until the lane's endpoint accepts
-    /// connections again. Whether it did.
-    fn restart(&self, lane: &lanes::Lane) -> bool {
-        let Some(command) = &self.command else {
-            return false;
-        };
-        let child = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(command)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn();
-        match child {
-            Ok(c) => {
-                if let Ok(mut kids) = self.children.lock() {
-                    kids.push(c);
-                }
-            }
-            Err(e) => {
-                eprintln!("the restart command could not be started: {e}");
-                return false;
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if lane.reachable() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-
-    /// Kill every process the restart command left running.
-    fn stop(&self) {
-        if let Ok(mut kids) = self.children.lock() {
-            for c in kids.iter_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
-/// Record that the lane's target died during `case_id` (said once on stderr), and restart it
-/// when the run can. `already` says the case found it gone before its own bytes were sent. The
-/// text for the trial.
-fn mark_dead(lane: &lanes::Lane, case_id: &str, already: bool, restarts: &Restarts) -> String {
-    let when = if already {
-        "was not accepting connections when this case began (a trial before it ended it)"
-    } else {
-        "stopped accepting connections after this case"
-    };
-    let Ok(mut died) = lane.died_during.lock() else {
-        return format!("the target {when}");
-    };
-    if died.is_none() {
-        eprintln!(
-            "the target {when}: [{}] {case_id}; this trial fails with the evidence",
-            lane.kind
-        );
-        *died = Some(case_id.to_string());
-    }
-    if restarts.restart(lane) {
-        eprintln!("the target was restarted with --restart-cmd; the run goes on");
-        *died = None;
-        format!("the target {when} (it was restarted)")
-    } else {
-        format!(
-            "the target {when}; the lane's later trials are not run{}",
-            if restarts.command.is_some() {
-                " (the restart command did not bring it back within 30 s)"
-            } else {
-                " (give --restart-cmd to restart it)"
-            }
-        )
-    }
-}
-
-/// Why a trial on `lane` is not run: its target died earlier and was not brought back.
-fn lane_down(lane: &lanes::Lane) -> Option<String> {
-    let killer = lane.died_during.lock().ok()?.clone()?;
-    Some(format!(
-        "not run: the target stopped accepting connections after [{}] {killer}",
-        lane.kind
-    ))
+    Ok(())
 }

@@ -5,7 +5,7 @@
 //! recovers when it returns, with no answer crossed.
 
 use crate::util::{bin, HttpWitness};
-use mcp_gauntlet::lanes::WITNESS_POLICY;
+use mcp_gauntlet::target::WITNESS_POLICY;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};

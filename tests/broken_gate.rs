@@ -9,7 +9,7 @@
 
 use crate::util::{bin, Failing, InProcessGate, Report};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
-use mcp_gauntlet::lanes::WITNESS_POLICY;
+use mcp_gauntlet::target::WITNESS_POLICY;
 use mcp_gauntlet::witness;
 use reference_gate::config::GateConfig;
 use reference_gate::faults::Leniency;

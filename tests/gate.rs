@@ -2,7 +2,7 @@
 //! its own HTTP front (the catalogue covers the rest through the gate profile).
 
 use crate::util::InProcessGate;
-use mcp_gauntlet::lanes::WITNESS_POLICY;
+use mcp_gauntlet::target::WITNESS_POLICY;
 use reference_gate::config::GateConfig;
 use std::io::{Read, Write};
 

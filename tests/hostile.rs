@@ -3,7 +3,8 @@
 //! reports, never about how fast it was.
 
 use mcp_gauntlet::case::{parse_case, Case, Source};
-use mcp_gauntlet::transport::exchange::{run_case, Endpoint, Settings};
+use mcp_gauntlet::settings::Settings;
+use mcp_gauntlet::transport::exchange::{run_case, Endpoint};
 use mcp_gauntlet::transport::http::HttpUrl;
 use mcp_gauntlet::transport::{Ending, Observation};
 use std::time::Duration;

@@ -12,6 +12,7 @@ mod hostile;
 mod load;
 mod release_gate;
 mod reports;
+mod tidy;
 mod tls;
 mod util;
 mod verdicts;

@@ -254,7 +254,7 @@ impl Drop for GateProcess {
 /// The witness policy, forwarding to `downstream`, serving TLS with the PKI's leaf.
 fn gate_config(pki: &TestPki, downstream: &str, downstream_ca: Option<String>) -> PathBuf {
     let mut cfg: serde_json::Value =
-        serde_json::from_str(mcp_gauntlet::lanes::WITNESS_POLICY).expect("policy");
+        serde_json::from_str(mcp_gauntlet::target::WITNESS_POLICY).expect("policy");
     let server = cfg["server"].as_str().expect("server id").to_string();
     cfg["servers"] = serde_json::json!({ server: { "url": downstream } });
     cfg["tls"] = serde_json::json!({ "cert": pki.path("leaf.pem"), "key": pki.path("leaf.key") });

@@ -226,7 +226,7 @@ impl InProcessGate {
             .block_on(witness::http::spawn("127.0.0.1:0".parse().unwrap(), w))
             .unwrap();
         let mut cfg: reference_gate::config::GateConfig =
-            serde_json::from_str(mcp_gauntlet::lanes::WITNESS_POLICY)
+            serde_json::from_str(mcp_gauntlet::target::WITNESS_POLICY)
                 .expect("the witness policy parses");
         cfg.servers.insert(
             cfg.server.clone(),

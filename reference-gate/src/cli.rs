@@ -8,7 +8,6 @@ use crate::front::http::{HttpFront, HttpSettings};
 use crate::policy::Engine;
 use crate::proxy::Proxy;
 use crate::trace::Tracer;
-use anyhow::Context as _;
 use clap::Parser;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -46,15 +45,45 @@ pub struct Args {
     pub stdio: bool,
 }
 
+/// Why a gate could not be set up or stopped serving. Each message says what to check; the
+/// cause, when there is one, is the error's `source` (printed after it by the binary).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Auth(#[from] crate::auth::AuthError),
+    #[error("--downstream-cmd is not a valid command line (quote it as a POSIX shell would)")]
+    DownstreamCmd(#[source] shell_words::ParseError),
+    #[error("cannot open the trace file {path} (check that its directory exists and is writable)")]
+    Trace {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot set up TLS for the https downstreams (check `downstream_ca`)")]
+    DownstreamTls(#[source] crate::tls::TlsError),
+    #[error("cannot set up TLS for the HTTP front (check `tls.cert` and `tls.key`)")]
+    FrontTls(#[source] crate::tls::TlsError),
+    #[error("cannot listen on {addr} (is the address in use? give another with --listen)")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the gate stopped serving")]
+    Serve(#[source] std::io::Error),
+}
+
 /// Load the config and apply the command-line overrides.
-pub fn configure(args: &Args) -> anyhow::Result<GateConfig> {
+pub fn configure(args: &Args) -> Result<GateConfig, GateError> {
     let mut cfg = GateConfig::load(&args.config)?;
     let server = cfg.server.clone();
     if let Some(url) = &args.downstream {
         cfg.servers.insert(server, Server::Url(url.clone()));
     } else if let Some(cmd) = &args.downstream_cmd {
-        let words =
-            shell_words::split(cmd).context("--downstream-cmd is not a valid command line")?;
+        let words = shell_words::split(cmd).map_err(GateError::DownstreamCmd)?;
         cfg.servers.insert(server, Server::Command(words));
     }
     if let Some(listen) = &args.listen {
@@ -65,17 +94,21 @@ pub fn configure(args: &Args) -> anyhow::Result<GateConfig> {
 }
 
 /// The proxy a configuration describes, with the configured rule engine.
-pub fn build_proxy(cfg: &GateConfig) -> anyhow::Result<Arc<Proxy>> {
+pub fn build_proxy(cfg: &GateConfig) -> Result<Arc<Proxy>, GateError> {
     let engine: Arc<dyn Engine> = Arc::new(cfg.policy.clone());
     build_proxy_with(cfg, engine)
 }
 
 /// The proxy a configuration describes, with another engine.
-pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Result<Arc<Proxy>> {
+pub fn build_proxy_with(
+    cfg: &GateConfig,
+    engine: Arc<dyn Engine>,
+) -> Result<Arc<Proxy>, GateError> {
     let tracer = match &cfg.trace {
-        Some(path) => {
-            Tracer::file(path).with_context(|| format!("cannot open the trace file {path}"))?
-        }
+        Some(path) => Tracer::file(path).map_err(|source| GateError::Trace {
+            path: path.clone(),
+            source,
+        })?,
         None => Tracer::none(),
     };
     let forwarder = Arc::new(forwarder(cfg)?);
@@ -87,7 +120,7 @@ pub fn build_proxy_with(cfg: &GateConfig, engine: Arc<dyn Engine>) -> anyhow::Re
 
 /// The forwarder a configuration describes: `https` downstreams are checked against the
 /// platform's roots and `downstream_ca`, which must load when given.
-pub fn forwarder(cfg: &GateConfig) -> anyhow::Result<ConfiguredForwarder> {
+pub fn forwarder(cfg: &GateConfig) -> Result<ConfiguredForwarder, GateError> {
     let any_https = cfg
         .servers
         .values()
@@ -102,7 +135,7 @@ pub fn forwarder(cfg: &GateConfig) -> anyhow::Result<ConfiguredForwarder> {
     let extra = cfg.downstream_ca.as_deref().map(std::path::Path::new);
     let tls = crate::tls::roots(extra)
         .and_then(crate::tls::client_config)
-        .context("cannot set up TLS for the https downstreams")?;
+        .map_err(GateError::DownstreamTls)?;
     Ok(ConfiguredForwarder::with_tls(
         &cfg.servers,
         cfg.deadlines,
@@ -111,7 +144,7 @@ pub fn forwarder(cfg: &GateConfig) -> anyhow::Result<ConfiguredForwarder> {
 }
 
 /// The HTTP front's settings for a configuration (a JWKS file is read now).
-pub fn http_settings(cfg: &GateConfig) -> anyhow::Result<HttpSettings> {
+pub fn http_settings(cfg: &GateConfig) -> Result<HttpSettings, GateError> {
     let auth = match &cfg.auth {
         Some(a) => Some(Arc::new(crate::auth::Verifier::new(a.clone())?)),
         None => None,
@@ -128,7 +161,7 @@ pub fn http_settings(cfg: &GateConfig) -> anyhow::Result<HttpSettings> {
 }
 
 /// Serve a configuration until killed (HTTP) or until stdin ends (stdio).
-pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
+pub async fn serve(cfg: GateConfig, stdio: bool) -> Result<(), GateError> {
     let proxy = build_proxy(&cfg)?;
     if stdio {
         crate::front::stdio::serve(
@@ -138,24 +171,28 @@ pub async fn serve(cfg: GateConfig, stdio: bool) -> anyhow::Result<()> {
             tokio::io::stdin(),
             tokio::io::stdout(),
         )
-        .await?;
+        .await
+        .map_err(GateError::Serve)?;
         return Ok(());
     }
     let tls = match &cfg.tls {
         Some(files) => Some(
             crate::tls::server_config(files.cert.as_ref(), files.key.as_ref())
-                .context("cannot set up TLS for the HTTP front")?,
+                .map_err(GateError::FrontTls)?,
         ),
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
-    let addr = listener.local_addr()?;
+        .map_err(|source| GateError::Listen {
+            addr: cfg.listen.clone(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(GateError::Serve)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     println!("listening {scheme}://{addr}{}", crate::front::http::PATH);
     use std::io::Write as _;
-    std::io::stdout().flush()?;
+    std::io::stdout().flush().map_err(GateError::Serve)?;
     let front = HttpFront::new(proxy, http_settings(&cfg)?);
     match tls {
         Some(tls) => crate::front::http::serve_tls(listener, front, tls).await,
@@ -180,7 +217,7 @@ where
     let cfg = match configure(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("reference-gate: {e:#}");
+            eprintln!("reference-gate: {}", crate::error_chain(&e));
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -198,7 +235,7 @@ where
     match rt.block_on(serve(cfg, args.stdio)) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {
-            eprintln!("reference-gate: {e:#}");
+            eprintln!("reference-gate: {}", crate::error_chain(&e));
             ExitCode::from(EXIT_RUNTIME)
         }
     }

@@ -138,13 +138,13 @@ fn default_listen() -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read the configuration {path} (check the path given to --config)")]
     Read {
         path: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path} is not a valid gate configuration (see the reference gate's README)")]
     Parse {
         path: String,
         #[source]

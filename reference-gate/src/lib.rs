@@ -24,3 +24,16 @@ pub mod proxy;
 pub mod relay;
 pub mod tls;
 pub mod trace;
+
+/// An error and its causes in one line, `error: cause: cause`, for output: each message says
+/// only its own part, so nothing is printed twice.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    out
+}

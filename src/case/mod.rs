@@ -51,7 +51,7 @@ pub const MAX_BODY_LEN: u64 = 4 << 30;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaseError {
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read the case file")]
     Io {
         path: String,
         #[source]

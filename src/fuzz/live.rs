@@ -3,14 +3,15 @@
 //! A failure is shrunk (one field of the model simplified at a time, kept while it still fails)
 //! and saved as a case file that `run --cases DIR` replays.
 
+use crate::canary::CANARY_TOOL;
 use crate::case::{self, Case, Profile, Source, TransportKind};
+use crate::error::RunError;
 use crate::fuzz::targets::tools_run_by;
-use crate::lanes::{self, Lane};
-use crate::run::{RunError, Target};
-use crate::transport::exchange::{self, Settings};
-use crate::verdict::{self, Context, Status};
-use crate::witness::json::{self, Personality};
-use crate::witness::CANARY_TOOL;
+use crate::reading::{self as json, Personality};
+use crate::settings::Settings;
+use crate::target::Target;
+use crate::target::{self, Lane};
+use crate::verdict::Status;
 use base64::Engine as _;
 use rand::{Rng, SeedableRng};
 use reference_gate::fuzzing::{Separator, Shape, Smuggle};
@@ -182,30 +183,22 @@ async fn try_model(
         spec,
         source: Source::Embedded,
     };
-    let obs =
-        exchange::run_case(&case, &lane.endpoint, settings, lane.witness.as_ref(), true).await;
-    let ctx = Context {
-        profile: lane.profile,
+    let judging = crate::trial::Judging {
+        settings,
         strict: false,
-        transport: lane.transport,
-        secrets: Vec::new(),
-        codes: settings.code_table(),
-        version: settings.spec_version.clone(),
-        method: "POST".into(),
-        placeholders: exchange::base_placeholders(settings),
-        canary_text: settings.canary_text.clone(),
-        deny_style: settings.deny_style,
+        secrets: &[],
     };
-    let v = verdict::judge(&case, &obs, &ctx);
+    let judged = judging.run(&case, lane).await;
+    let (obs, v) = (judged.observation, judged.verdict);
     Ok((v.status == Status::Fail).then(|| (v.explain(&case, &obs), text)))
 }
 
 /// Run the fuzzer. Blocks.
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
-    let mut opened = lanes::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    let picked = lanes::pick_versions(&opened, &opts.spec, &opts.settings);
-    opened.lanes = lanes::with_versions(std::mem::take(&mut opened.lanes), &picked);
+    let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    let picked = target::pick_versions(&opened, &opts.spec, &opts.settings);
+    opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
     let say = |line: String| {
         if opts.progress {

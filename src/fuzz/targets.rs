@@ -3,7 +3,7 @@
 //! because the personalities are the witness's readers and the gate depends on nothing of the
 //! suite.
 
-use crate::witness::json::{self, Personality};
+use crate::reading::{self as json, Personality};
 use reference_gate::fuzzing::{
     forwarded_by, fuzz_proxy, Finding, RecordingForwarder, Smuggle, ALLOWED,
 };
@@ -97,7 +97,7 @@ pub fn fuzz_differential(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::witness::CANARY_TOOL;
+    use crate::canary::CANARY_TOOL;
 
     #[test]
     fn readers_disagree_on_a_duplicate_name() {

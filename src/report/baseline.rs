@@ -3,6 +3,8 @@
 //! only ever shrinks.
 
 use crate::case::{Profile, TransportKind};
+use crate::report::{Record, TrialVerdict};
+use crate::verdict::Status;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -45,7 +47,7 @@ fn format_name() -> String {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BaselineError {
-    #[error("cannot read the baseline {path}: {source}")]
+    #[error("cannot read the baseline {path} (check the path given to --baseline)")]
     Read {
         path: String,
         #[source]
@@ -115,6 +117,51 @@ impl Baseline {
         })
     }
 
+    /// What this baseline (or none) makes of a trial whose judged status is `status`.
+    pub fn decide(baseline: Option<&Baseline>, status: Status, record: &Record) -> Decision {
+        let listed = baseline.is_some_and(|b| {
+            b.lists(
+                &record.id,
+                record.transport,
+                record.profile,
+                &record.version,
+            )
+        });
+        match (status, listed) {
+            (Status::Fail, true) => Decision::Known,
+            (Status::Fail, false) => Decision::Fails,
+            (_, true) => Decision::Stale,
+            (Status::Warn | Status::Pass, false) => Decision::Passes,
+        }
+    }
+
+    /// A baseline listing every failure (known ones included) of `records`, each with its first
+    /// failing finding as the reason; `redact` hides secrets in those reasons.
+    pub fn of_failures(records: &[Record], redact: impl Fn(&str) -> String) -> Baseline {
+        let known_failures = records
+            .iter()
+            .filter(|r| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known))
+            .map(|r| KnownFailure {
+                id: r.id.clone(),
+                transport: Some(r.transport),
+                profile: Some(r.profile),
+                version: r.lane_version.clone(),
+                reason: r
+                    .findings
+                    .iter()
+                    .find(|f| f.status == Status::Fail)
+                    .map_or_else(
+                        || "known failure".into(),
+                        |f| format!("[{}] {}", f.check.as_str(), redact(&f.message)),
+                    ),
+            })
+            .collect();
+        Baseline {
+            format: BASELINE_FORMAT.into(),
+            known_failures,
+        }
+    }
+
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
@@ -133,6 +180,19 @@ impl Baseline {
             self.to_json()
         }
     }
+}
+
+/// What a baseline makes of one trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Not listed, and it did not fail: it passes (or warns) as judged.
+    Passes,
+    /// Not listed, and it failed: the run fails.
+    Fails,
+    /// Listed, and it failed: a known failure, which does not fail the run.
+    Known,
+    /// Listed, but it no longer fails: the entry is stale, which fails the run.
+    Stale,
 }
 
 /// Whether `path` names a YAML file.

@@ -12,6 +12,40 @@ use std::sync::{Arc, Mutex};
 /// The version of the JSON report format; bumped on any incompatible change.
 pub const REPORT_FORMAT: &str = "mcp-gauntlet-report/1";
 
+/// What became of one trial, as the reports spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrialVerdict {
+    Pass,
+    Warn,
+    Fail,
+    /// Not applicable to the target, or not run.
+    Skip,
+    /// A failure the baseline lists.
+    Known,
+    /// Listed in the baseline, but it passes now.
+    Stale,
+}
+
+impl TrialVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialVerdict::Pass => "pass",
+            TrialVerdict::Warn => "warn",
+            TrialVerdict::Fail => "fail",
+            TrialVerdict::Skip => "skip",
+            TrialVerdict::Known => "known",
+            TrialVerdict::Stale => "stale",
+        }
+    }
+}
+
+impl std::fmt::Display for TrialVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One trial's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
@@ -21,8 +55,7 @@ pub struct Record {
     pub title: String,
     pub requirements: Vec<String>,
     pub level: Level,
-    /// `pass`, `warn`, `fail` or `skip`.
-    pub verdict: String,
+    pub verdict: TrialVerdict,
     pub observed: Option<Observed>,
     pub http_status: Option<u16>,
     pub error_code: Option<i64>,
@@ -59,12 +92,11 @@ impl Record {
             requirements: case.spec.requirements.clone(),
             level: case.spec.level,
             verdict: match verdict.map(|v| v.status) {
-                None => "skip",
-                Some(Status::Pass) => "pass",
-                Some(Status::Warn) => "warn",
-                Some(Status::Fail) => "fail",
-            }
-            .into(),
+                None => TrialVerdict::Skip,
+                Some(Status::Pass) => TrialVerdict::Pass,
+                Some(Status::Warn) => TrialVerdict::Warn,
+                Some(Status::Fail) => TrialVerdict::Fail,
+            },
             observed: verdict.map(|v| v.observed.clone()),
             http_status: verdict.and_then(|v| v.http_status),
             error_code: verdict.and_then(|v| v.error_code),
@@ -88,16 +120,14 @@ pub struct Collector {
 impl Collector {
     /// Keep `r`, the record of the trial numbered `ordinal` in the order the run listed them.
     pub fn push(&self, ordinal: usize, r: Record) {
-        if let Ok(mut v) = self.inner.lock() {
-            v.push((ordinal, r));
-        }
+        crate::sync::lock(&self.inner).push((ordinal, r));
     }
 
     /// All records, sorted by case id, profile and transport, then in the order the run listed
     /// their trials (lanes in order, each version's lanes after the previous version's): the
     /// same order whatever the number of jobs.
     pub fn records(&self) -> Vec<Record> {
-        let mut v = self.inner.lock().map(|v| v.clone()).unwrap_or_default();
+        let mut v = crate::sync::lock(&self.inner).clone();
         v.sort_by(|(i, a), (j, b)| {
             (&a.id, a.profile, a.transport, i).cmp(&(&b.id, b.profile, b.transport, j))
         });
@@ -136,7 +166,7 @@ pub struct RunInfo {
 
 /// The JSON report text.
 pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
-    let count = |v: &str| records.iter().filter(|r| r.verdict == v).count();
+    let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
     let report = Report {
         format: REPORT_FORMAT,
         tool_version: env!("CARGO_PKG_VERSION"),
@@ -145,10 +175,10 @@ pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
         spec: &info.spec,
         strict: info.strict,
         summary: Summary {
-            pass: count("pass"),
-            warn: count("warn"),
-            fail: count("fail"),
-            skip: count("skip"),
+            pass: count(TrialVerdict::Pass),
+            warn: count(TrialVerdict::Warn),
+            fail: count(TrialVerdict::Fail),
+            skip: count(TrialVerdict::Skip),
         },
         results: records,
     };
@@ -157,7 +187,10 @@ pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
 
 /// Lines summarising the warnings (libtest shows them as passed).
 pub fn warning_summary(records: &[Record]) -> String {
-    let warned: Vec<&Record> = records.iter().filter(|r| r.verdict == "warn").collect();
+    let warned: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.verdict == TrialVerdict::Warn)
+        .collect();
     if warned.is_empty() {
         return String::new();
     }
@@ -240,14 +273,17 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
     let mut lanes: Vec<String> = records.iter().map(kind_of).collect();
     lanes.sort();
     lanes.dedup();
-    let failing = |r: &Record| r.verdict == "fail" || r.verdict == "stale";
+    let failing = |r: &Record| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale);
     let total_time: f64 = records.iter().map(|r| r.elapsed_ms as f64 / 1000.0).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
         "<testsuites name=\"mcp-gauntlet\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{total_time:.3}\">\n",
         records.len(),
         records.iter().filter(|r| failing(r)).count(),
-        records.iter().filter(|r| r.verdict == "skip").count(),
+        records
+            .iter()
+            .filter(|r| r.verdict == TrialVerdict::Skip)
+            .count(),
     ));
     for lane in lanes {
         let rs: Vec<&Record> = records.iter().filter(|r| kind_of(r) == lane).collect();
@@ -257,7 +293,9 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
             xml(&format!("[{lane}] {}", info.target)),
             rs.len(),
             rs.iter().filter(|r| failing(r)).count(),
-            rs.iter().filter(|r| r.verdict == "skip").count(),
+            rs.iter()
+                .filter(|r| r.verdict == TrialVerdict::Skip)
+                .count(),
         ));
         for r in rs {
             let family = r.id.split('/').next().unwrap_or("");
@@ -270,22 +308,22 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
             let first = r.findings.first().map_or(String::new(), |f| {
                 format!("[{}] {}", f.check.as_str(), f.message)
             });
-            match r.verdict.as_str() {
-                "fail" | "stale" => {
+            match r.verdict {
+                TrialVerdict::Fail | TrialVerdict::Stale => {
                     let body = r.explanation.clone().unwrap_or_else(|| first.clone());
                     out.push_str(&format!(
                         ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
                         xml(&first),
-                        xml(&r.verdict),
+                        xml(r.verdict.as_str()),
                         xml(&body)
                     ));
                 }
-                "skip" => out.push_str(">\n      <skipped message=\"not applicable to this target\"/>\n    </testcase>\n"),
-                "warn" | "known" => out.push_str(&format!(
+                TrialVerdict::Skip => out.push_str(">\n      <skipped message=\"not applicable to this target\"/>\n    </testcase>\n"),
+                TrialVerdict::Warn | TrialVerdict::Known => out.push_str(&format!(
                     ">\n      <system-out>{}</system-out>\n    </testcase>\n",
                     xml(&format!("{}: {first}", r.verdict))
                 )),
-                _ => out.push_str("/>\n"),
+                TrialVerdict::Pass => out.push_str("/>\n"),
             }
         }
         out.push_str("  </testsuite>\n");
@@ -308,7 +346,7 @@ pub struct ReportRow {
     pub transport: TransportKind,
     #[serde(default)]
     pub profile: Profile,
-    pub verdict: String,
+    pub verdict: TrialVerdict,
     #[serde(default)]
     pub requirements: Vec<String>,
     #[serde(default)]
@@ -333,13 +371,13 @@ pub enum Cell {
 }
 
 impl Cell {
-    fn from_verdict(v: &str) -> Cell {
+    fn from_verdict(v: TrialVerdict) -> Cell {
         match v {
-            "pass" => Cell::Pass,
-            "fail" | "stale" => Cell::Fail,
-            "warn" => Cell::Warn,
-            "known" => Cell::Known,
-            _ => Cell::Skip,
+            TrialVerdict::Pass => Cell::Pass,
+            TrialVerdict::Fail | TrialVerdict::Stale => Cell::Fail,
+            TrialVerdict::Warn => Cell::Warn,
+            TrialVerdict::Known => Cell::Known,
+            TrialVerdict::Skip => Cell::Skip,
         }
     }
     fn markdown(self) -> &'static str {
@@ -416,14 +454,19 @@ impl Matrix {
                         requirements: row.requirements.clone(),
                         cells: vec![Cell::Absent; reports.len()],
                     });
-                entry.cells[col] = Cell::from_verdict(&row.verdict);
+                entry.cells[col] = Cell::from_verdict(row.verdict);
             }
         }
         let summary = reports
             .iter()
             .map(|(_, r)| {
-                let n = |v: &str| r.results.iter().filter(|x| x.verdict == v).count();
-                [n("pass"), n("fail") + n("stale"), n("warn"), n("known")]
+                let n = |v: TrialVerdict| r.results.iter().filter(|x| x.verdict == v).count();
+                [
+                    n(TrialVerdict::Pass),
+                    n(TrialVerdict::Fail) + n(TrialVerdict::Stale),
+                    n(TrialVerdict::Warn),
+                    n(TrialVerdict::Known),
+                ]
             })
             .collect();
         Matrix {

@@ -6,9 +6,11 @@ use super::pacing::{Order, Pacing, Probed};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
 use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
+use crate::record::{Event, LogReader, WitnessView};
+use crate::settings::Settings;
 use crate::versions;
-use crate::witness::{Event, WitnessView};
 use base64::Engine as _;
+use reference_gate::error_chain as chain;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -46,99 +48,6 @@ impl Endpoint {
     }
 }
 
-/// Settings that do not change from case to case.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The protocol version the runner asks for in `initialize`.
-    pub spec_version: String,
-    /// Headers added to every HTTP request (`--header`); their values are secrets for the leak
-    /// oracle and are redacted in output.
-    pub extra_headers: Vec<(String, String)>,
-    pub case_timeout: Duration,
-    pub probe_timeout: Duration,
-    /// Every case's deadline (its own `timeout_ms` too) is multiplied by this (`--timeout-scale`;
-    /// `case_timeout` and `probe_timeout` are given already scaled).
-    pub timeout_scale: f64,
-    /// stdio: the longest the runner keeps reading after the barrier's answer when the case's
-    /// request has not been answered yet (servers that answer concurrently may answer the
-    /// barrier first); the window itself is learned per target (`pacing`).
-    pub settle: Duration,
-    pub denied_tool: String,
-    pub allowed_tool: String,
-    /// A file the target appends to when its denied tool runs (`--canary-log`): its growth
-    /// during a case is an execution.
-    pub canary_log: Option<std::path::PathBuf>,
-    /// The text the denied tool answers when it runs (`--canary-text`; empty: none).
-    pub canary_text: String,
-    /// How the target refuses a tool call (`--deny-style`), for the verdict.
-    pub deny_style: crate::verdict::DenyStyle,
-    /// The gate's error codes (malformed, denied, downstream) for legacy versions…
-    pub codes: [i64; 3],
-    /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
-    /// specification's own: a gate's codes lie outside the JSON-RPC reserved range.
-    pub modern_codes: [i64; 3],
-    /// The tokens `auth/` cases name (`token_good`, `token_expired`, ...), from the run's auth
-    /// inputs; secrets, like `extra_headers`.
-    pub auth_tokens: Vec<(&'static str, String)>,
-    /// A tool the good token's scopes do not cover (`--auth-scoped-tool`).
-    pub scoped_tool: Option<String>,
-}
-
-impl Settings {
-    /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
-    /// `case_timeout` (scaled already).
-    pub fn case_deadline(&self, case: &Case) -> Duration {
-        case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
-            Duration::from_millis(ms).mul_f64(self.timeout_scale)
-        })
-    }
-
-    /// Whether the run knows enough of the endpoint's authorization for a case that needs
-    /// `need`.
-    pub fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
-        use crate::case::AuthNeed;
-        let has = |name: &str| self.auth_tokens.iter().any(|(n, _)| *n == name);
-        match need {
-            None => true,
-            Some(AuthNeed::Token) => has("token_good"),
-            Some(AuthNeed::Jwt) => has("token_alg_none"),
-            Some(AuthNeed::Issuer) => has("token_expired"),
-            Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
-        }
-    }
-
-    /// The gate's error codes in force for the version spoken.
-    pub fn code_table(&self) -> [i64; 3] {
-        if versions::is_modern(&self.spec_version) {
-            self.modern_codes
-        } else {
-            self.codes
-        }
-    }
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            spec_version: "2025-11-25".into(),
-            extra_headers: Vec::new(),
-            case_timeout: Duration::from_secs(10),
-            probe_timeout: Duration::from_secs(5),
-            timeout_scale: 1.0,
-            settle: Duration::from_millis(5000),
-            denied_tool: crate::witness::CANARY_TOOL.into(),
-            allowed_tool: "echo".into(),
-            canary_log: None,
-            canary_text: crate::witness::CANARY_MARKER.into(),
-            deny_style: crate::verdict::DenyStyle::Error,
-            codes: [-32600, -32001, -32002],
-            modern_codes: [-32600, -31001, -31002],
-            auth_tokens: Vec::new(),
-            scoped_tool: None,
-        }
-    }
-}
-
 /// What a handshake established.
 #[derive(Debug, Clone, Default)]
 struct Handshake {
@@ -164,9 +73,15 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
                 "{}".to_string()
             },
         )
-        .set("code_malformed", settings.code_table()[0].to_string())
-        .set("code_denied", settings.code_table()[1].to_string())
-        .set("code_downstream", settings.code_table()[2].to_string());
+        .set(
+            "code_malformed",
+            settings.code_table().malformed.to_string(),
+        )
+        .set("code_denied", settings.code_table().denied.to_string())
+        .set(
+            "code_downstream",
+            settings.code_table().downstream.to_string(),
+        );
     // A raw request's header line carrying the good token (empty without one), so raw framing
     // cases reach an endpoint that wants a token.
     let mut auth_header = String::new();
@@ -329,7 +244,7 @@ fn note_request(obs: &mut Observation, body: &Body, denied_tool: &str) -> Option
 /// that some reading takes as another method or tool (a duplicate `name`, say) is left out: its
 /// successful answer could be the harmless reading's.
 pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
-    use crate::witness::{json, Personality};
+    use crate::reading::{self as json, Personality};
     let mut denied: Vec<Value> = Vec::new();
     let mut other: Vec<Value> = Vec::new();
     let mut visit = |m: &Value| {
@@ -370,8 +285,7 @@ pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
 /// duplicate wins), when that reading is one message.
 fn lenient_reading(body: &Body) -> Option<Value> {
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
-    let mut values =
-        crate::witness::json::read(crate::witness::Personality::Lenient, &bytes).ok()?;
+    let mut values = crate::reading::read(crate::reading::Personality::Lenient, &bytes).ok()?;
     (values.len() == 1).then(|| values.remove(0))
 }
 
@@ -558,7 +472,12 @@ async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>
     } else {
         match http_handshake(url, settings, deadline).await {
             Ok(hs) => Some(hs),
-            Err(e) => return (false, Some(format!("handshake after the case failed: {e}"))),
+            Err(e) => {
+                return (
+                    false,
+                    Some(format!("handshake after the case failed: {}", chain(&e))),
+                )
+            }
         }
     };
     let ping = own_request(settings, PROBE_ID, liveness_method(settings));
@@ -585,7 +504,7 @@ async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>
                 (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)),
             )
         }
-        Err(e) => (false, Some(format!("ping after the case: {e}"))),
+        Err(e) => (false, Some(format!("ping after the case: {}", chain(&e)))),
     }
 }
 
@@ -607,7 +526,7 @@ async fn run_http(
             match http_handshake(url, &handshake_settings(case, settings), deadline).await {
                 Ok(hs) => Some(hs),
                 Err(e) => {
-                    obs.setup_error = Some(e.to_string());
+                    obs.setup_error = Some(chain(&e));
                     return obs;
                 }
             }
@@ -798,7 +717,7 @@ async fn run_stdio(
             let path = dir.join(format!("{}.jsonl", case.id.replace('/', "__")));
             let _ = std::fs::remove_file(&path);
             let quoted = shell_words::quote(&path.to_string_lossy()).into_owned();
-            own_log = Some(WitnessView::Log(crate::witness::LogReader::new(path)));
+            own_log = Some(WitnessView::Log(LogReader::new(path)));
             command.replace("{witness_log}", &quoted)
         }
         _ => command.to_string(),
@@ -807,14 +726,14 @@ async fn run_stdio(
     let cmd = match StdioCommand::parse(&command) {
         Ok(c) => c,
         Err(e) => {
-            obs.ending = Ending::Unreachable(e.to_string());
+            obs.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
     let mut proc = match StdioProcess::spawn(&cmd) {
         Ok(p) => p,
         Err(e) => {
-            obs.ending = Ending::Unreachable(e.to_string());
+            obs.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
@@ -838,7 +757,7 @@ async fn run_stdio(
             }
             None => {
                 obs.setup_error = Some(match err {
-                    Some(e) => format!("initialize: {e}"),
+                    Some(e) => format!("initialize: {}", chain(&e)),
                     None => format!(
                         "initialize was not answered with a result: {}",
                         answer.map_or("no answer".into(), |a| a.to_string())

@@ -22,9 +22,9 @@ use std::time::Duration;
 pub enum TransportError {
     #[error("not a target this transport can reach: {0}")]
     BadTarget(String),
-    #[error("cannot connect: {0}")]
+    #[error("cannot connect")]
     Connect(#[source] std::io::Error),
-    #[error("cannot start the server process: {0}")]
+    #[error("cannot start the server process")]
     Spawn(#[source] std::io::Error),
     #[error("deadline passed waiting for the {0}")]
     Timeout(&'static str),
@@ -34,13 +34,13 @@ pub enum TransportError {
     HeadTooLarge,
     #[error("the response is not valid HTTP/1.1")]
     MalformedResponse,
-    #[error("i/o error: {0}")]
+    #[error("i/o error")]
     Io(#[source] std::io::Error),
     #[error("the MCP handshake failed: {0}")]
     Handshake(String),
-    #[error("the TLS handshake failed: {0}")]
+    #[error("the TLS handshake failed")]
     Tls(#[source] std::io::Error),
-    #[error("cannot set up TLS: {0}")]
+    #[error("cannot set up TLS")]
     TlsSetup(#[source] reference_gate::tls::TlsError),
 }
 
@@ -110,7 +110,7 @@ pub struct Observation {
     /// What the alive probe saw when it failed.
     pub alive_detail: Option<String>,
     /// The witness's record for this case, when the runner can read one.
-    pub witness: Option<Vec<crate::witness::Event>>,
+    pub witness: Option<Vec<crate::record::Event>>,
     /// stdio: the process's exit, if it exited during the case.
     pub exited: Option<String>,
     /// stdio: the tail of stderr (only informative, MCP-STDIO-04).

@@ -84,11 +84,10 @@ impl StdioProcess {
                     if n == 0 {
                         break;
                     }
-                    if let Ok(mut k) = keep.lock() {
-                        k.extend_from_slice(&chunk[..n]);
-                        let over = k.len().saturating_sub(STDERR_KEEP);
-                        k.drain(..over);
-                    }
+                    let mut k = crate::sync::lock(&keep);
+                    k.extend_from_slice(&chunk[..n]);
+                    let over = k.len().saturating_sub(STDERR_KEEP);
+                    k.drain(..over);
                 }
             });
         }
@@ -187,7 +186,7 @@ impl StdioProcess {
 
     /// The tail of what the server wrote to stderr.
     pub fn stderr_tail(&self) -> Vec<u8> {
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        crate::sync::lock(&self.stderr).clone()
     }
 
     /// Kill the process and reap it.

@@ -6,8 +6,10 @@
 pub mod leak;
 
 use crate::case::{Case, CodePattern, Expect, IdRule, Level, Outcome, Profile, TransportKind};
+use crate::record::Event;
+use crate::settings::CodeTable;
+use crate::settings::DenyStyle;
 use crate::transport::{Ending, Observation};
-use crate::witness::Event;
 use serde_json::Value;
 
 /// The result of a trial.
@@ -156,8 +158,8 @@ pub struct Context {
     pub transport: TransportKind,
     /// Values of `--header`: they must never come back.
     pub secrets: Vec<String>,
-    /// The gate's error-code table: malformed, denied, downstream.
-    pub codes: [i64; 3],
+    /// The gate's error codes in force.
+    pub codes: CodeTable,
     /// The method of the case's request (GET streams count as accepted).
     pub method: String,
     /// Placeholder values, for expectations that name the tools (`forwarded_json`).
@@ -168,26 +170,6 @@ pub struct Context {
     pub canary_text: String,
     /// How a gate says no to a tool call (`--deny-style`).
     pub deny_style: DenyStyle,
-}
-
-/// How a gate refuses a tool call: a JSON-RPC error (the default, and the protocol's way), or a
-/// tool result with `isError: true`, which also runs nothing and which some gates send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DenyStyle {
-    #[default]
-    Error,
-    Result,
-}
-
-impl std::str::FromStr for DenyStyle {
-    type Err = String;
-    fn from_str(s: &str) -> Result<DenyStyle, String> {
-        match s {
-            "error" => Ok(DenyStyle::Error),
-            "result" => Ok(DenyStyle::Result),
-            _ => Err("expected `error` or `result`".into()),
-        }
-    }
 }
 
 /// Whether a response is a tool result that says the tool failed or was refused
@@ -487,12 +469,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             .iter()
             .filter_map(|c| match c {
                 CodePattern::Code(c) => Some(*c),
-                CodePattern::Placeholder(p) => match p.as_str() {
-                    "{{code_malformed}}" => Some(ctx.codes[0]),
-                    "{{code_denied}}" => Some(ctx.codes[1]),
-                    "{{code_downstream}}" => Some(ctx.codes[2]),
-                    _ => None,
-                },
+                CodePattern::Placeholder(p) => ctx.codes.by_placeholder(p),
             })
             .collect();
         match first_error_code {
@@ -981,19 +958,35 @@ pub const KNOWN_VERSIONS: &[&str] = &[
 /// Whether `accept` (an Accept header value) admits media type `ct` (lower case, no parameters).
 /// Written here, apart from the witness's own check, so the oracle does not trust the code it
 /// judges.
+/// RFC 9110 section 12.5.1: the most specific range that matches decides (exact 3, `type/*` 2,
+/// `*/*` 1), by its weight; 0, less, or an unreadable weight refuses.
 pub fn media_accepted(accept: &str, ct: &str) -> bool {
     let ct_type = ct.split('/').next().unwrap_or("");
-    accept.split(',').any(|item| {
+    let ranked = accept.split(',').filter_map(|item| {
         let mut parts = item.split(';');
         let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = parts.any(|p| {
-            p.split_once('=').is_some_and(|(k, v)| {
-                k.trim().eq_ignore_ascii_case("q")
-                    && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
-            })
-        });
-        !refused && (range == ct || range == "*/*" || range == format!("{ct_type}/*"))
-    })
+        let rank = if range == ct {
+            3
+        } else if range == format!("{ct_type}/*") {
+            2
+        } else if range == "*/*" {
+            1
+        } else {
+            return None;
+        };
+        let q = match parts.find_map(|p| {
+            p.split_once('=')
+                .filter(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+        }) {
+            None => 1.0,
+            Some((_, v)) => v.trim().parse::<f32>().unwrap_or(0.0),
+        };
+        Some((rank, q))
+    });
+    // Highest rank first; at the same rank the highest weight.
+    ranked
+        .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+        .is_some_and(|(_, q)| q > 0.0)
 }
 
 /// Violations of the JSON-RPC and transport rules every answer obeys.
@@ -1074,6 +1067,28 @@ fn truncate(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The oracle reads `Accept` as the shared table says; the witness and the gate are held to
+    /// the same table, each with its own code (the oracle does not trust theirs).
+    #[test]
+    fn accept_headers_follow_the_shared_table() {
+        let table: Value = serde_json::from_str(include_str!(
+            "../../reference-gate/fixtures/accept-headers.json"
+        ))
+        .expect("the table is JSON");
+        let rows = table["rows"].as_array().expect("rows");
+        assert!(rows.len() >= 20);
+        for row in rows {
+            let accept = row["accept"].as_str().expect("accept");
+            for (ty, key) in [("application/json", "json"), ("text/event-stream", "sse")] {
+                assert_eq!(
+                    media_accepted(accept, ty),
+                    row[key].as_bool().expect("bool"),
+                    "Accept: {accept:?} and {ty}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn bearer_challenges_are_read_among_others() {
         let p = bearer_params(
@@ -1127,7 +1142,7 @@ mod tests {
             strict: false,
             transport: TransportKind::Http,
             secrets: Vec::new(),
-            codes: [-32600, -32001, -32002],
+            codes: CodeTable::LEGACY,
             method: "POST".into(),
             placeholders: crate::case::Placeholders::default(),
             version: version.into(),

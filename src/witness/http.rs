@@ -567,7 +567,7 @@ async fn read_body(mut body: Incoming, limit: usize) -> BodyRead {
 }
 
 fn body_is_initialize(body: &[u8]) -> bool {
-    super::json::parse_strict(body)
+    crate::reading::parse_strict(body)
         .ok()
         .is_some_and(|v| v.get("method") == Some(&Value::String("initialize".into())))
 }
@@ -602,7 +602,7 @@ fn session_of(
 
 /// The body as one message, read the way the witness reads (its personality), if it is one.
 fn one_message(w: &Witness, body: &[u8]) -> Option<Value> {
-    let mut values = super::json::read(w.config.personality, body).ok()?;
+    let mut values = crate::reading::read(w.config.personality, body).ok()?;
     (values.len() == 1).then(|| values.remove(0))
 }
 
@@ -750,25 +750,42 @@ fn content_type_ok(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Whether the `Accept` header lists `wanted` (exactly, or through `type/*` or `*/*`), with a
-/// non-zero quality.
+/// Whether the `Accept` headers admit `wanted` (see [`admits`]).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let (wanted_type, _) = wanted.split_once('/').unwrap_or((wanted, ""));
-    headers
+    let values: Vec<&str> = headers
         .get_all(hyper::header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|item| {
-            let mut parts = item.split(';');
-            let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let zero_q = parts.any(|p| {
-                p.split_once('=').is_some_and(|(k, v)| {
-                    k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
-                })
-            });
-            !zero_q && (range == wanted || range == "*/*" || range == format!("{wanted_type}/*"))
-        })
+        .collect();
+    admits(&values.join(","), wanted)
+}
+
+/// Whether an `Accept` value admits the media type `wanted` (lower case): of the ranges that
+/// match it, the most specific (exact, then `type/*`, then `*/*`) decides, by its weight `q`
+/// (default 1; 0 or less refuses). Names compare without case (RFC 9110 section 12.5.1).
+/// Tested against the table the gate and the oracle share (`accept-headers.json`).
+fn admits(accept: &str, wanted: &str) -> bool {
+    let family = format!("{}/*", wanted.split('/').next().unwrap_or(""));
+    let mut decisive: Option<(u8, f32)> = None;
+    for item in accept.split(',') {
+        let mut parts = item.split(';');
+        let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let rank = match range.as_str() {
+            r if r == wanted => 3,
+            r if r == family => 2,
+            "*/*" => 1,
+            _ => continue,
+        };
+        let weight = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(Some(1.0), |(_, v)| v.trim().parse::<f32>().ok())
+            .unwrap_or(0.0);
+        if decisive.is_none_or(|(r, w)| rank > r || (rank == r && weight > w)) {
+            decisive = Some((rank, weight));
+        }
+    }
+    decisive.is_some_and(|(_, w)| w > 0.0)
 }
 
 fn header_list(headers: &HeaderMap) -> Vec<(String, String)> {
@@ -888,4 +905,29 @@ fn crash_page(_error: &Value) -> Answer {
             b"<html><body><h1>500 Internal Server Error</h1><pre>Traceback (most recent call last):\n  File \"/srv/witness/server.py\", line 42, in handle\nValueError: bad request</pre></body></html>",
         )))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The witness reads `Accept` as the shared table says (the gate and the oracle are held to
+    /// the same table).
+    #[test]
+    fn accept_headers_follow_the_shared_table() {
+        let table: serde_json::Value = serde_json::from_str(include_str!(
+            "../../reference-gate/fixtures/accept-headers.json"
+        ))
+        .expect("the table is JSON");
+        let rows = table["rows"].as_array().expect("rows");
+        assert!(rows.len() >= 20);
+        for row in rows {
+            let accept = row["accept"].as_str().expect("accept");
+            for (ty, key) in [("application/json", "json"), ("text/event-stream", "sse")] {
+                assert_eq!(
+                    super::admits(accept, ty),
+                    row[key].as_bool().expect("bool"),
+                    "Accept: {accept:?} and {ty}"
+                );
+            }
+        }
+    }
 }

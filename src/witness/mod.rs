@@ -9,12 +9,11 @@
 //! HTTP or stdio framing; `http.rs` and `stdio.rs` adapt it.
 
 pub mod http;
-pub mod json;
-pub mod record;
 pub mod stdio;
 
-pub use json::Personality;
-pub use record::{Event, LogReader, Recorder, WitnessView};
+pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
+pub use crate::reading::Personality;
+pub use crate::record::{Event, LogReader, Recorder, WitnessView};
 
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
@@ -25,10 +24,6 @@ use std::sync::Mutex;
 pub const SUPPORTED_VERSIONS: &[&str] = crate::versions::KNOWN;
 /// The legacy version it offers when a client asks `initialize` for one it does not speak.
 pub const LATEST_VERSION: &str = crate::versions::NEWEST_LEGACY;
-/// The canary tool.
-pub const CANARY_TOOL: &str = "delete_everything";
-/// What the canary answers, so a response shows it ran.
-pub const CANARY_MARKER: &str = "CANARY-EXECUTED";
 /// Largest message the strict witness reads (HTTP body or stdio line).
 pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
@@ -220,51 +215,41 @@ impl Witness {
 
     /// Record that the token subject `owner` opened session `id`.
     pub fn bind_owner(&self, id: &str, owner: &str) {
-        if let Ok(mut o) = self.owners.lock() {
-            o.insert(id.to_string(), owner.to_string());
-        }
+        crate::sync::lock(&self.owners).insert(id.to_string(), owner.to_string());
     }
 
     /// Whether `caller` (a token subject, or none) may use session `id`: only the subject that
     /// opened it, when one did.
     pub fn owns(&self, id: &str, caller: Option<&str>) -> bool {
-        match self.owners.lock() {
-            Ok(o) => o.get(id).map(String::as_str) == caller,
-            Err(_) => false,
-        }
+        crate::sync::lock(&self.owners).get(id).map(String::as_str) == caller
     }
 
     /// Create a session for a successful HTTP initialize and return its id.
     pub fn open_session(&self, negotiated: String) -> String {
         let id = random_session_id();
-        if let Ok(mut s) = self.sessions.lock() {
-            s.insert(
-                id.clone(),
-                Conversation {
-                    negotiated: Some(negotiated),
-                    batches: false,
-                },
-            );
-        }
+        crate::sync::lock(&self.sessions).insert(
+            id.clone(),
+            Conversation {
+                negotiated: Some(negotiated),
+                batches: false,
+            },
+        );
         id
     }
 
     pub fn session(&self, id: &str) -> Option<Conversation> {
-        self.sessions.lock().ok()?.get(id).cloned()
+        crate::sync::lock(&self.sessions).get(id).cloned()
     }
 
     pub fn close_session(&self, id: &str) -> bool {
-        self.sessions
-            .lock()
-            .map(|mut s| s.remove(id).is_some())
-            .unwrap_or(false)
+        crate::sync::lock(&self.sessions).remove(id).is_some()
     }
 
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
     pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
         if (self.config.is(Broken::Fragile) || self.config.is(Broken::Exits))
-            && (body.len() > 512 * 1024 || json::nesting_depth(body) > 1000)
+            && (body.len() > 512 * 1024 || crate::reading::nesting_depth(body) > 1000)
         {
             return Reply::Crash;
         }
@@ -279,7 +264,7 @@ impl Witness {
         } else {
             self.config.personality
         };
-        let values = json::read(personality, body);
+        let values = crate::reading::read(personality, body);
         let values = match values {
             Ok(v) => v,
             Err(e) => {

@@ -367,23 +367,55 @@ fn content_type_ok(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Whether the request's `Accept` headers admit `wanted` (see [`admits`]).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let top = wanted.split('/').next().unwrap_or("");
-    headers
+    let values: Vec<&str> = headers
         .get_all(hyper::header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|item| {
-            let mut parts = item.split(';');
-            let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                p.split_once('=').is_some_and(|(k, v)| {
-                    k.trim() == "q" && v.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
-                })
-            });
-            !refused && (range == wanted || range == "*/*" || range == format!("{top}/*"))
-        })
+        .collect();
+    admits(&values.join(","), wanted)
+}
+
+/// Whether an `Accept` value admits the media type `wanted` (lower case). RFC 9110 section
+/// 12.5.1: names compare without case; among the ranges matching `wanted` the most specific
+/// decides (the type itself, then `type/*`, then `*/*`); its `q` (1 when absent) must be above
+/// 0, and an unreadable `q` refuses. Checked against `fixtures/accept-headers.json`, the table
+/// the suite's witness and oracle are checked against too.
+pub(crate) fn admits(accept: &str, wanted: &str) -> bool {
+    let (wanted_type, _) = wanted.split_once('/').unwrap_or((wanted, ""));
+    let mut best: Option<(u8, f32)> = None;
+    for member in accept.split(',') {
+        let mut params = member.split(';');
+        let range = params.next().map(str::trim).unwrap_or_default();
+        let Some((ty, sub)) = range.split_once('/') else {
+            continue;
+        };
+        let specificity = if ty == "*" && sub == "*" {
+            1
+        } else if !ty.eq_ignore_ascii_case(wanted_type) {
+            continue;
+        } else if sub == "*" {
+            2
+        } else if range.eq_ignore_ascii_case(wanted) {
+            3
+        } else {
+            continue;
+        };
+        let mut q = 1.0f32;
+        for p in params {
+            if let Some((k, v)) = p.split_once('=') {
+                if k.trim().eq_ignore_ascii_case("q") {
+                    q = v.trim().parse().unwrap_or(0.0);
+                }
+            }
+        }
+        best = match best {
+            Some((s, bq)) if s > specificity || (s == specificity && bq >= q) => best,
+            _ => Some((specificity, q)),
+        };
+    }
+    best.is_some_and(|(_, q)| q > 0.0)
 }
 
 async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answer {
@@ -694,4 +726,28 @@ fn session_id() -> String {
     use rand::Rng;
     let b: [u8; 16] = rand::rng().random();
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod accept_tests {
+    /// The gate reads `Accept` as the shared table says (the suite's witness and oracle are
+    /// held to the same table).
+    #[test]
+    fn accept_headers_follow_the_shared_table() {
+        let table: serde_json::Value =
+            serde_json::from_str(include_str!("../../fixtures/accept-headers.json"))
+                .expect("the table is JSON");
+        let rows = table["rows"].as_array().expect("rows");
+        assert!(rows.len() >= 20);
+        for row in rows {
+            let accept = row["accept"].as_str().expect("accept");
+            for (ty, key) in [("application/json", "json"), ("text/event-stream", "sse")] {
+                assert_eq!(
+                    super::admits(accept, ty),
+                    row[key].as_bool().expect("bool"),
+                    "Accept: {accept:?} and {ty}"
+                );
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! The witness's record: every message it received and every tool it ran, in memory and,
-//! optionally, as JSON lines in a log file that another process (the runner) reads.
+//! optionally, as JSON lines in a log file that another process (the runner) reads. A leaf: the
+//! witness writes it, the transport reads it into an Observation, the verdict judges its events.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -49,16 +50,12 @@ impl Recorder {
     pub fn with_log(path: &Path) -> std::io::Result<Recorder> {
         let file = std::fs::File::create(path)?;
         let rec = Recorder::default();
-        if let Ok(mut inner) = rec.inner.lock() {
-            inner.log = Some(file);
-        }
+        crate::sync::lock(&rec.inner).log = Some(file);
         Ok(rec)
     }
 
     fn push(&self, make: impl FnOnce(u64) -> Event) {
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
+        let mut inner = crate::sync::lock(&self.inner);
         inner.seq += 1;
         let ev = make(inner.seq);
         if let Some(log) = inner.log.as_mut() {
@@ -93,7 +90,7 @@ impl Recorder {
 
     /// Number of events so far (a mark for [`Recorder::since`]).
     pub fn len(&self) -> usize {
-        self.inner.lock().map(|i| i.events.len()).unwrap_or(0)
+        crate::sync::lock(&self.inner).events.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -102,10 +99,11 @@ impl Recorder {
 
     /// Events after `mark`.
     pub fn since(&self, mark: usize) -> Vec<Event> {
-        self.inner
-            .lock()
-            .map(|i| i.events.get(mark..).unwrap_or_default().to_vec())
+        crate::sync::lock(&self.inner)
+            .events
+            .get(mark..)
             .unwrap_or_default()
+            .to_vec()
     }
 }
 

@@ -1,7 +1,8 @@
-//! How the witness reads a message body: strictly (one JSON value, UTF-8, no duplicate keys, depth
-//! bounded), or, in the deliberately broken `lax-json` mode, the way careless servers do. A
-//! [`Personality`] picks one of the readings real downstream servers have, so a gate can be judged
-//! against the servers it will sit in front of.
+//! How a server may read a message body: strictly (one JSON value, UTF-8, no duplicate keys,
+//! depth bounded), or the way careless servers do. A [`Personality`] picks one of the readings
+//! real downstream servers have. A leaf: the witness reads with it (strictly, or in its
+//! `lax-json` mode and personality lanes), and the transport and the fuzzer use it to know every
+//! way a body can be read, so a gate can be judged against the servers it will sit in front of.
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};

@@ -1,10 +1,12 @@
-//! Lanes: a target resolved to the (transport, profile, endpoint, witness record) combinations a
-//! run sends cases over, with whatever processes and servers they need, kept alive until the run
-//! ends.
+//! Targets and their lanes: a [`Target`] resolved to the (transport, profile, endpoint, witness
+//! record) combinations a run sends cases over, with whatever processes and servers they need,
+//! kept alive until the run ends; and how a lane's dead HTTP target is noticed and restarted.
+//! `run`, `fuzz`, `load` and `bench` open targets here; nothing here knows about trials.
 
 use crate::case::{Profile, TransportKind};
-use crate::run::{RunError, Target};
-use crate::transport::exchange::{self, Endpoint, Settings};
+use crate::error::RunError;
+use crate::settings::Settings;
+use crate::transport::exchange::{self, Endpoint};
 use crate::transport::http::HttpUrl;
 use crate::transport::TransportError;
 use crate::versions::Spec;
@@ -13,6 +15,31 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Runtime;
+
+/// Where the cases go.
+#[derive(Debug, Clone, Default)]
+pub enum Target {
+    /// The embedded default: the witness, in-process over HTTP and as a child process over stdio.
+    #[default]
+    Embedded,
+    Http {
+        url: String,
+        witness_log: Option<PathBuf>,
+        /// How an `https` URL's certificate is checked.
+        tls: crate::transport::tls::TlsOptions,
+    },
+    Stdio {
+        command: String,
+    },
+    /// An HTTP gate the runner starts in front of its own witness (`{downstream_url}`, `{port}`).
+    Gate {
+        command: String,
+    },
+    /// A stdio gate the runner starts per case (`{downstream_cmd}`).
+    GateStdio {
+        command: String,
+    },
+}
 
 /// The witness policy the embedded gate runs with (also `fixtures/gate/witness-policy.json`).
 pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.json");
@@ -214,10 +241,8 @@ fn in_process_gate(
         cfg.server.clone(),
         reference_gate::config::Server::Url(downstream.to_url()),
     );
-    let proxy = reference_gate::cli::build_proxy(&cfg)
-        .map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
-    let settings = reference_gate::cli::http_settings(&cfg)
-        .map_err(|e| RunError::Setup(std::io::Error::other(e.to_string())))?;
+    let proxy = reference_gate::cli::build_proxy(&cfg)?;
+    let settings = reference_gate::cli::http_settings(&cfg)?;
     let front = reference_gate::front::http::HttpFront::new(proxy, settings);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -546,4 +571,105 @@ fn tempfile_dir() -> Result<TempDir, RunError> {
     let dir = std::env::temp_dir().join(format!("mcp-gauntlet-{}-{n:016x}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(RunError::Setup)?;
     Ok(TempDir(dir))
+}
+
+/// How a run brings a dead HTTP target back (`--restart-cmd`), and the processes it started.
+pub struct Restarts {
+    command: Option<String>,
+    children: std::sync::Mutex<Vec<std::process::Child>>,
+}
+
+impl Restarts {
+    /// Restarts with `command` (`sh -c`), or none.
+    pub fn new(command: Option<String>) -> Restarts {
+        Restarts {
+            command,
+            children: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Start the restart command and wait (30 s at most) until the lane's endpoint accepts
+    /// connections again. Whether it did.
+    fn restart(&self, lane: &Lane) -> bool {
+        let Some(command) = &self.command else {
+            return false;
+        };
+        let child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(c) => {
+                crate::sync::lock(&self.children).push(c);
+            }
+            Err(e) => {
+                eprintln!("the restart command could not be started: {e}");
+                return false;
+            }
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            if lane.reachable() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// Kill every process the restart command left running.
+    pub fn stop(&self) {
+        for c in crate::sync::lock(&self.children).iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Record that the lane's target died during `case_id` (said once on stderr), and restart
+    /// it when the run can. `already` says the case found it gone before its own bytes were
+    /// sent. The text for the trial.
+    pub fn mark_dead(&self, lane: &Lane, case_id: &str, already: bool) -> String {
+        let restarts = self;
+        let when = if already {
+            "was not accepting connections when this case began (a trial before it ended it)"
+        } else {
+            "stopped accepting connections after this case"
+        };
+        let mut died = crate::sync::lock(&lane.died_during);
+        if died.is_none() {
+            eprintln!(
+                "the target {when}: [{}] {case_id}; this trial fails with the evidence",
+                lane.kind
+            );
+            *died = Some(case_id.to_string());
+        }
+        if restarts.restart(lane) {
+            eprintln!("the target was restarted with --restart-cmd; the run goes on");
+            *died = None;
+            format!("the target {when} (it was restarted)")
+        } else {
+            format!(
+                "the target {when}; the lane's later trials are not run{}",
+                if restarts.command.is_some() {
+                    " (the restart command did not bring it back within 30 s)"
+                } else {
+                    " (give --restart-cmd to restart it)"
+                }
+            )
+        }
+    }
+}
+
+impl Lane {
+    /// Why a trial on this lane is not run: its target died earlier and was not brought back.
+    pub fn down(&self) -> Option<String> {
+        let killer = crate::sync::lock(&self.died_during).clone()?;
+        Some(format!(
+            "not run: the target stopped accepting connections after [{}] {killer}",
+            self.kind
+        ))
+    }
 }

@@ -1,0 +1,45 @@
+//! Why a run, a fuzz session, a load or a bench could not start or finish its output: one error
+//! type for everything that sets up a target and writes reports (trials' own failures are
+//! verdicts, not errors).
+
+use crate::report;
+
+/// An error and its causes in one line (`error: cause: cause`): messages say only their own
+/// part, the causes are their `source`s. Anything that turns an error into text uses this.
+pub use reference_gate::error_chain;
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error(transparent)]
+    Case(#[from] crate::case::CaseError),
+    #[error(transparent)]
+    Transport(#[from] crate::transport::TransportError),
+    #[error("cannot start the embedded witness (is loopback available?)")]
+    Witness(#[source] std::io::Error),
+    #[error("cannot write {path} (check that its directory exists and is writable)")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`--header` wants `Name: value`, got `{0}`")]
+    BadHeader(String),
+    #[error("cannot set up the run (temporary files, the runtime, or this program's own path)")]
+    Setup(#[source] std::io::Error),
+    #[error("the embedded reference gate cannot be set up")]
+    Gate(#[from] reference_gate::cli::GateError),
+    #[error("not a command the runner can start: {0}")]
+    BadTarget(String),
+    #[error("the gate did not accept connections on 127.0.0.1:{0} within 10 s")]
+    GateDidNotStart(u16),
+    #[error(transparent)]
+    Baseline(#[from] report::baseline::BaselineError),
+    #[error("{url}: the TLS handshake failed (pass --ca FILE to trust the CA that signed its certificate, or --insecure to check none)")]
+    Certificate {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,155 @@
+//! What a run fixes before its first case: the version spoken, deadlines, the tools and canary,
+//! the gate's error codes, credentials. A leaf both the transport (what to send) and the verdict
+//! (how to judge) read; neither owns it.
+
+use crate::case::Case;
+use crate::versions;
+use std::time::Duration;
+
+/// A gate's error codes (DESIGN.md section 5): malformed input, a denied call, a failed
+/// downstream. Cases name them as `{{code_malformed}}`, `{{code_denied}}` and
+/// `{{code_downstream}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeTable {
+    pub malformed: i64,
+    pub denied: i64,
+    pub downstream: i64,
+}
+
+impl CodeTable {
+    /// The reference gate's codes for legacy versions.
+    pub const LEGACY: CodeTable = CodeTable {
+        malformed: -32600,
+        denied: -32001,
+        downstream: -32002,
+    };
+    /// Its codes for 2026-07-28 and later (outside -32000..-32099).
+    pub const MODERN: CodeTable = CodeTable {
+        malformed: -32600,
+        denied: -31001,
+        downstream: -31002,
+    };
+
+    /// The code a case's placeholder names (`{{code_denied}}`, ...), or `None`.
+    pub fn by_placeholder(&self, placeholder: &str) -> Option<i64> {
+        match placeholder {
+            "{{code_malformed}}" => Some(self.malformed),
+            "{{code_denied}}" => Some(self.denied),
+            "{{code_downstream}}" => Some(self.downstream),
+            _ => None,
+        }
+    }
+}
+
+/// Settings that do not change from case to case.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The protocol version the runner asks for in `initialize`.
+    pub spec_version: String,
+    /// Headers added to every HTTP request (`--header`); their values are secrets for the leak
+    /// oracle and are redacted in output.
+    pub extra_headers: Vec<(String, String)>,
+    pub case_timeout: Duration,
+    pub probe_timeout: Duration,
+    /// Every case's deadline (its own `timeout_ms` too) is multiplied by this (`--timeout-scale`;
+    /// `case_timeout` and `probe_timeout` are given already scaled).
+    pub timeout_scale: f64,
+    /// stdio: the longest the runner keeps reading after the barrier's answer when the case's
+    /// request has not been answered yet (servers that answer concurrently may answer the
+    /// barrier first); the window itself is learned per target (`pacing`).
+    pub settle: Duration,
+    pub denied_tool: String,
+    pub allowed_tool: String,
+    /// A file the target appends to when its denied tool runs (`--canary-log`): its growth
+    /// during a case is an execution.
+    pub canary_log: Option<std::path::PathBuf>,
+    /// The text the denied tool answers when it runs (`--canary-text`; empty: none).
+    pub canary_text: String,
+    /// How the target refuses a tool call (`--deny-style`), for the verdict.
+    pub deny_style: DenyStyle,
+    /// The gate's error codes for legacy versions…
+    pub codes: CodeTable,
+    /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
+    /// specification's own: a gate's codes lie outside the JSON-RPC reserved range.
+    pub modern_codes: CodeTable,
+    /// The tokens `auth/` cases name (`token_good`, `token_expired`, ...), from the run's auth
+    /// inputs; secrets, like `extra_headers`.
+    pub auth_tokens: Vec<(&'static str, String)>,
+    /// A tool the good token's scopes do not cover (`--auth-scoped-tool`).
+    pub scoped_tool: Option<String>,
+}
+
+impl Settings {
+    /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
+    /// `case_timeout` (scaled already).
+    pub fn case_deadline(&self, case: &Case) -> Duration {
+        case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
+            Duration::from_millis(ms).mul_f64(self.timeout_scale)
+        })
+    }
+
+    /// Whether the run knows enough of the endpoint's authorization for a case that needs
+    /// `need`.
+    pub fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
+        use crate::case::AuthNeed;
+        let has = |name: &str| self.auth_tokens.iter().any(|(n, _)| *n == name);
+        match need {
+            None => true,
+            Some(AuthNeed::Token) => has("token_good"),
+            Some(AuthNeed::Jwt) => has("token_alg_none"),
+            Some(AuthNeed::Issuer) => has("token_expired"),
+            Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
+        }
+    }
+
+    /// The gate's error codes in force for the version spoken.
+    pub fn code_table(&self) -> CodeTable {
+        if versions::is_modern(&self.spec_version) {
+            self.modern_codes
+        } else {
+            self.codes
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            spec_version: "2025-11-25".into(),
+            extra_headers: Vec::new(),
+            case_timeout: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(5),
+            timeout_scale: 1.0,
+            settle: Duration::from_millis(5000),
+            denied_tool: crate::canary::CANARY_TOOL.into(),
+            allowed_tool: "echo".into(),
+            canary_log: None,
+            canary_text: crate::canary::CANARY_MARKER.into(),
+            deny_style: DenyStyle::Error,
+            codes: CodeTable::LEGACY,
+            modern_codes: CodeTable::MODERN,
+            auth_tokens: Vec::new(),
+            scoped_tool: None,
+        }
+    }
+}
+
+/// How a gate refuses a tool call: a JSON-RPC error (the default, and the protocol's way), or a
+/// tool result with `isError: true`, which also runs nothing and which some gates send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenyStyle {
+    #[default]
+    Error,
+    Result,
+}
+
+impl std::str::FromStr for DenyStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DenyStyle, String> {
+        match s {
+            "error" => Ok(DenyStyle::Error),
+            "result" => Ok(DenyStyle::Result),
+            _ => Err("expected `error` or `result`".into()),
+        }
+    }
+}
