@@ -6,15 +6,7 @@ use crate::policy::RuleEngine;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A downstream server, named by the id clients' calls are routed to.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields, rename_all = "lowercase")]
-pub enum Server {
-    /// A Streamable HTTP endpoint.
-    Url(String),
-    /// A stdio server: program and arguments.
-    Command(Vec<String>),
-}
+pub use crate::forward::{Deadlines, Server};
 
 /// The error-code table. Defaults follow the gate design: malformed -32600, denied -32001,
 /// downstream failure -32002.
@@ -45,30 +37,6 @@ impl Default for ErrorCodes {
             malformed: -32600,
             denied: -32001,
             downstream: -32002,
-        }
-    }
-}
-
-/// Deadlines and bounds for the downstream exchange and the client front.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Deadlines {
-    pub connect_ms: u64,
-    /// The whole downstream request, response included.
-    pub request_ms: u64,
-    /// Largest downstream response.
-    pub max_response: usize,
-    /// How long a client may take to send a request.
-    pub client_read_ms: u64,
-}
-
-impl Default for Deadlines {
-    fn default() -> Self {
-        Deadlines {
-            connect_ms: 2000,
-            request_ms: 3000,
-            max_response: 1024 * 1024,
-            client_read_ms: 10_000,
         }
     }
 }

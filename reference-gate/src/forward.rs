@@ -3,7 +3,6 @@
 //! maps the id through the trusted configuration itself. Each keeps its own downstream session
 //! and enforces connect, request and response bounds.
 
-use crate::config::{Deadlines, Server};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -17,6 +16,40 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
+
+/// A downstream server, named by the id clients' calls are routed to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+pub enum Server {
+    /// A Streamable HTTP endpoint.
+    Url(String),
+    /// A stdio server: program and arguments.
+    Command(Vec<String>),
+}
+
+/// Deadlines and bounds for the downstream exchange and the client front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Deadlines {
+    pub connect_ms: u64,
+    /// The whole downstream request, response included.
+    pub request_ms: u64,
+    /// Largest downstream response.
+    pub max_response: usize,
+    /// How long a client may take to send a request.
+    pub client_read_ms: u64,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            connect_ms: 2000,
+            request_ms: 3000,
+            max_response: 1024 * 1024,
+            client_read_ms: 10_000,
+        }
+    }
+}
 
 /// Why forwarding failed. Never shown to a client: every kind becomes the downstream-failure code.
 #[derive(Debug, thiserror::Error)]
