@@ -63,17 +63,19 @@ fn architecture_names_every_module() {
                 continue;
             }
             let (dir, file) = rel.rsplit_once('/').unwrap_or(("", rel.as_str()));
-            let named = match (krate, dir) {
+            // A folder's own file (`mod.rs`) is named by the folder; a nested folder
+            // (`transport/exchange/`) is described in its top folder's section.
+            let (top, nested) = dir.split_once('/').unwrap_or((dir, ""));
+            let wanted = match (file, nested) {
+                ("mod.rs", "") => String::new(),
+                ("mod.rs", nested) => format!("`{}/`", nested.rsplit('/').next().unwrap_or(nested)),
+                (file, _) => format!("`{file}`"),
+            };
+            let named = match (krate, top) {
                 ("src", "") => doc.contains(&format!("src/{file}")),
-                // A folder's `mod.rs` is the folder, which has its section.
-                ("src", dir) if file == "mod.rs" => {
-                    !section(&doc, &format!("src/{dir}/")).is_empty()
-                }
-                ("src", dir) => {
-                    section(&doc, &format!("src/{dir}/")).contains(&format!("`{file}`"))
-                }
-                (_, "") => section(&doc, "reference-gate/").contains(&format!("`{file}`")),
-                (_, dir) => section(&doc, "reference-gate/").contains(&format!("`{dir}/`")),
+                ("src", top) => section(&doc, &format!("src/{top}/")).contains(&wanted),
+                (_, "") => section(&doc, "reference-gate/").contains(&wanted),
+                (_, top) => section(&doc, "reference-gate/").contains(&format!("`{top}/`")),
             };
             if !named {
                 missing.push(format!("{krate}/{rel}"));

@@ -83,6 +83,44 @@ pub fn find_leaks(text: &str, secrets: &[String]) -> Vec<String> {
     hits
 }
 
+impl super::Judge<'_> {
+    /// Leaks: only what the endpoint said about errors (and any output that is not a message,
+    /// and the HTTP headers), not results it was asked to echo. A leak warns under the server
+    /// profile and fails under `--strict` and the gate profile.
+    pub(super) fn leaks(&mut self) {
+        let obs = self.obs;
+        let mut leak_text = String::new();
+        for r in &self.resp {
+            if let Some(e) = r.get("error") {
+                leak_text.push_str(&e.to_string());
+                leak_text.push('\n');
+            }
+        }
+        for g in &obs.garbage {
+            leak_text.push_str(&String::from_utf8_lossy(g));
+            leak_text.push('\n');
+        }
+        if let Some(h) = &obs.http {
+            for (k, v) in &h.headers {
+                leak_text.push_str(&format!("{k}: {v}\n"));
+            }
+        }
+        let leaks = find_leaks(&leak_text, &self.ctx.secrets);
+        if !leaks.is_empty() && self.expect.leak != Some(true) {
+            let status = if self.ctx.profile == crate::case::Profile::Gate || self.ctx.strict {
+                super::Status::Fail
+            } else {
+                super::Status::Warn
+            };
+            self.add(
+                super::Check::Leak,
+                status,
+                format!("the answer exposes {}", leaks.join(", ")),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,400 @@
+//! One case over one transport: the MCP handshake (when the case wants a session), the case's
+//! bytes, the answer, the witness's record, and the alive probe, all before their deadlines.
+
+use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
+use super::pacing::{Order, Pacing, Probed};
+use super::stdio::{Line, StdioCommand, StdioProcess};
+use super::{Ending, HttpSeen, Observation, TransportError};
+use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
+use crate::record::{Event, LogReader, WitnessView};
+use crate::settings::Settings;
+use crate::versions;
+use base64::Engine as _;
+use reference_gate::error_chain as chain;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::time::Instant;
+
+mod over_http;
+mod over_stdio;
+mod probe;
+
+use self::over_http::{http_handshake, run_http};
+use self::over_stdio::{run_stdio, StdioTarget};
+pub use self::probe::{order_probe, probe, Probe, DISCOVER_ID};
+
+/// The id of the runner's own initialize, barrier and probe requests.
+pub const INIT_ID: &str = "gauntlet-init";
+pub const BARRIER_ID: &str = "gauntlet-barrier";
+pub const PROBE_ID: &str = "gauntlet-alive";
+/// How much answer text the oracles scan.
+const SCAN_KEEP: usize = 1024 * 1024;
+const PREFIX_KEEP: usize = 512;
+
+/// Where the cases go.
+#[derive(Debug, Clone)]
+pub enum Endpoint {
+    Http(HttpUrl),
+    /// A stdio server started afresh for every case. If the command holds `{witness_log}`, each
+    /// case gets its own log file there and the runner reads it as the witness's record.
+    Stdio {
+        command: String,
+        log_dir: Option<std::path::PathBuf>,
+        /// What the run learned about how the target orders its answers (the settle window).
+        pacing: std::sync::Arc<Pacing>,
+    },
+}
+
+impl Endpoint {
+    /// A stdio target started with `command` for every case (see [`Endpoint::Stdio`]).
+    pub fn stdio(command: impl Into<String>, log_dir: Option<std::path::PathBuf>) -> Endpoint {
+        Endpoint::Stdio {
+            command: command.into(),
+            log_dir,
+            pacing: std::sync::Arc::default(),
+        }
+    }
+}
+
+/// What a handshake established.
+#[derive(Debug, Clone, Default)]
+struct Handshake {
+    session: Option<String>,
+    version: String,
+}
+
+/// Placeholders known before any exchange: tool names, the requested version, the code table.
+pub fn base_placeholders(settings: &Settings) -> Placeholders {
+    let mut p = Placeholders::default();
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t.as_bytes());
+    p.set("denied_tool", settings.denied_tool.clone())
+        .set("allowed_tool", settings.allowed_tool.clone())
+        .set("denied_tool_b64", b64(&settings.denied_tool))
+        .set("allowed_tool_b64", b64(&settings.allowed_tool))
+        .set("protocol_version", settings.spec_version.clone())
+        .set("session_id", "")
+        .set(
+            "meta",
+            if versions::is_modern(&settings.spec_version) {
+                versions::request_meta(&settings.spec_version).to_string()
+            } else {
+                "{}".to_string()
+            },
+        )
+        .set(
+            "code_malformed",
+            settings.code_table().malformed.to_string(),
+        )
+        .set("code_denied", settings.code_table().denied.to_string())
+        .set(
+            "code_downstream",
+            settings.code_table().downstream.to_string(),
+        );
+    // A raw request's header line carrying the good token (empty without one), so raw framing
+    // cases reach an endpoint that wants a token.
+    let mut auth_header = String::new();
+    for (name, token) in &settings.auth_tokens {
+        p.set(name, token.clone());
+        if *name == "token_good" {
+            auth_header = format!("Authorization: Bearer {token}\r\n");
+        }
+    }
+    p.set("auth_header", auth_header);
+    if let Some(tool) = &settings.scoped_tool {
+        p.set("scoped_tool", tool.clone());
+    }
+    p
+}
+
+/// Run `case` against `endpoint`. `witness` is where the runner reads what reached the witness
+/// (for a stdio endpoint with `{witness_log}` the per-case log is used instead).
+pub async fn run_case(
+    case: &Case,
+    endpoint: &Endpoint,
+    settings: &Settings,
+    witness: Option<&WitnessView>,
+    check_alive: bool,
+) -> Observation {
+    let started = Instant::now();
+    // The side channel's length before the case: whatever is appended after is this case's.
+    let log_start = settings
+        .canary_log
+        .as_ref()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
+    let mut obs = match endpoint {
+        Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
+        Endpoint::Stdio {
+            command,
+            log_dir,
+            pacing,
+        } => {
+            let target = StdioTarget {
+                command,
+                log_dir: log_dir.as_deref(),
+                pacing,
+            };
+            run_stdio(case, &target, settings, witness, check_alive).await
+        }
+    };
+    obs.elapsed = started.elapsed();
+    if let (Some(path), Some(start)) = (&settings.canary_log, log_start) {
+        obs.canary_log = Some(appended_since(path, start));
+    }
+    obs
+}
+
+/// What was appended to `path` after its first `start` bytes (at most 4 KiB of it, lossy).
+fn appended_since(path: &std::path::Path, start: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let mut buf = Vec::new();
+    // A log that shrank was rotated or truncated: read it from the start.
+    let len = f.metadata().map_or(0, |m| m.len());
+    let from = if len < start { 0 } else { start };
+    if f.seek(SeekFrom::Start(from)).is_err() {
+        return String::new();
+    }
+    let _ = f.take(4096).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Further HTTP responses in the bytes read after the first one on a connection, with the
+/// JSON-RPC messages in each one's body (JSON or SSE).
+pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
+    http::responses_in(bytes)
+        .into_iter()
+        .map(|(status, body)| {
+            let messages = match parse_answer_json(&body) {
+                Some(v) => vec![v],
+                None => http::sse_messages(&body).into_iter().flatten().collect(),
+            };
+            super::TrailingAnswer { status, messages }
+        })
+        .collect()
+}
+
+/// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
+/// which serde_json refuses: such a text is read with the escape replaced by U+FFFD, so an
+/// answer that echoes one is still a JSON-RPC answer. Raw invalid UTF-8 is still not JSON.
+pub fn parse_answer_json(bytes: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => Some(v),
+        Err(_) => serde_json::from_slice(&replace_lone_surrogate_escapes(bytes)?).ok(),
+    }
+}
+
+/// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
+/// `\uFFFD`; `None` when there is none.
+fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
+    let hex = |b: &[u8]| -> Option<u16> {
+        let s = std::str::from_utf8(b).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    };
+    let escape_at = |i: usize| -> Option<u16> {
+        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
+            .then(|| hex(bytes.get(i + 2..i + 6)?))
+            .flatten()
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if let Some(u) = escape_at(i) {
+                let pair = (0xD800..0xDC00).contains(&u)
+                    && escape_at(i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l));
+                if pair {
+                    out.extend_from_slice(&bytes[i..i + 12]);
+                    i += 12;
+                } else if (0xD800..0xE000).contains(&u) {
+                    out.extend_from_slice(b"\\uFFFD");
+                    changed = true;
+                    i += 6;
+                } else {
+                    out.extend_from_slice(&bytes[i..i + 6]);
+                    i += 6;
+                }
+                continue;
+            }
+            // Any other escape: copy it whole, so `\\u…` is not taken for a `\u` escape.
+            out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
+            i += 2;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    changed.then_some(out)
+}
+
+/// Fill in what the case's body says about itself: its id, method, and whether it is a request.
+/// Returns the body as the runner reads it (a plain JSON reading), when it can.
+fn note_request(obs: &mut Observation, body: &Body, denied_tool: &str) -> Option<Value> {
+    obs.expects_response = true;
+    let bytes = body.to_vec_within(8 * 1024 * 1024)?;
+    obs.denied_ids = denied_call_ids(&bytes, denied_tool);
+    // A BOM is skipped here so the runner can know the id of a request a server may accept.
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    let value = serde_json::from_slice::<Value>(bytes).ok()?;
+    if let Value::Object(o) = &value {
+        obs.request_readable = true;
+        obs.request_id = o.get("id").cloned();
+        obs.expects_response = o.contains_key("id");
+        obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
+    }
+    Some(value)
+}
+
+/// Ids that every reading of `bytes` (each personality's, over the whole body and over each
+/// line) gives to a `tools/call` of `denied_tool`, and no reading gives to anything else. An id
+/// that some reading takes as another method or tool (a duplicate `name`, say) is left out: its
+/// successful answer could be the harmless reading's.
+pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
+    use crate::reading::{self as json, Personality};
+    let mut denied: Vec<Value> = Vec::new();
+    let mut other: Vec<Value> = Vec::new();
+    let mut visit = |m: &Value| {
+        let Some(id) = m.get("id").filter(|i| !i.is_null()) else {
+            return;
+        };
+        let is_denied = m.get("method").and_then(Value::as_str) == Some("tools/call")
+            && m.get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                == Some(denied_tool);
+        let list = if is_denied { &mut denied } else { &mut other };
+        if !list.contains(id) {
+            list.push(id.clone());
+        }
+    };
+    let stripped = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let pieces = std::iter::once(stripped).chain(
+        stripped
+            .split(|b| *b == b'\n')
+            .filter(|_| stripped.contains(&b'\n')),
+    );
+    for piece in pieces {
+        for p in Personality::ALL {
+            for v in json::read(p, piece).unwrap_or_default() {
+                match &v {
+                    Value::Array(items) => items.iter().for_each(&mut visit),
+                    one => visit(one),
+                }
+            }
+        }
+    }
+    denied.retain(|id| !other.contains(id));
+    denied
+}
+
+/// The body as a lenient JSON reader takes it (comments, NaN, BOM, repaired UTF-8, last
+/// duplicate wins), when that reading is one message.
+fn lenient_reading(body: &Body) -> Option<Value> {
+    let bytes = body.to_vec_within(8 * 1024 * 1024)?;
+    let mut values = crate::reading::read(crate::reading::Personality::Lenient, &bytes).ok()?;
+    (values.len() == 1).then(|| values.remove(0))
+}
+
+/// The modern version this case speaks, if the lane is modern and the case wants the runner's
+/// usual setup (`session: initialized`): then the runner gives every request the per-request
+/// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
+fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
+    (versions::is_modern(&settings.spec_version) && case.spec.session == SessionMode::Initialized)
+        .then_some(settings.spec_version.as_str())
+}
+
+/// The case's body with placeholders replaced; a JSON body gets the modern `_meta` when `modern`.
+fn case_body(ph: &Placeholders, spec: Option<&BodySpec>, modern: Option<&str>) -> Body {
+    match (spec, modern) {
+        (Some(BodySpec::Json(v)), Some(version)) => {
+            let mut value = ph.apply_json_value(v);
+            versions::add_meta(&mut value, version);
+            Body::from_bytes(serde_json::to_vec(&value).unwrap_or_default())
+        }
+        _ => ph.body(spec),
+    }
+}
+
+/// The settings the case's handshake uses: its own `handshake_version`, when it names one.
+fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
+    let mut s = settings.clone();
+    if let Some(v) = &case.spec.handshake_version {
+        s.spec_version = v.clone();
+    }
+    s
+}
+
+/// The request the runner's alive probe and stdio barrier send: `ping`, which 2026-07-28
+/// removed; there `server/discover`, which every modern server must implement.
+fn liveness_method(settings: &Settings) -> &'static str {
+    if versions::is_modern(&settings.spec_version) {
+        "server/discover"
+    } else {
+        "ping"
+    }
+}
+
+/// A runner-made request (ping, initialize) in the lane's era.
+fn own_request(settings: &Settings, id: &str, method: &str) -> Value {
+    let mut m = json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if versions::is_modern(&settings.spec_version) {
+        versions::add_meta(&mut m, &settings.spec_version);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_ids_are_those_every_reading_agrees_on() {
+        let plain = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_everything"}}"#;
+        assert_eq!(denied_call_ids(plain, "delete_everything"), vec![json!(7)]);
+        let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_everything"}}]"#;
+        assert_eq!(denied_call_ids(batch, "delete_everything"), vec![json!(2)]);
+        // Duplicate names: one reading calls echo with the same id, so a result proves nothing.
+        let dup = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"delete_everything"}}"#;
+        assert!(denied_call_ids(dup, "delete_everything").is_empty());
+        let dup_method = br#"{"jsonrpc":"2.0","id":4,"method":"ping","method":"tools/call","params":{"name":"delete_everything"}}"#;
+        assert!(denied_call_ids(dup_method, "delete_everything").is_empty());
+        // A BOM and invalid UTF-8 elsewhere do not hide the call from the lenient reading.
+        let bom = b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_everything\",\"arguments\":{\"t\":\"\xff\"}}}";
+        assert_eq!(denied_call_ids(bom, "delete_everything"), vec![json!(5)]);
+    }
+
+    #[test]
+    fn escaped_lone_surrogates_are_json() {
+        let echoed =
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\ud800b"}]}}"#;
+        assert!(serde_json::from_slice::<Value>(echoed).is_err());
+        let v = parse_answer_json(echoed).expect("valid JSON");
+        assert_eq!(v["result"]["content"][0]["text"], "a\u{fffd}b");
+        // Pairs, escaped backslashes and raw invalid UTF-8 are left as they are.
+        let pair = br#"{"t":"\ud83d\ude00 \\ud800"}"#;
+        assert_eq!(
+            parse_answer_json(pair).expect("pair")["t"],
+            "\u{1f600} \\ud800"
+        );
+        assert!(parse_answer_json(b"{\"t\":\"\xed\xa0\x80\"}").is_none());
+    }
+
+    #[test]
+    fn trailing_answers_are_read_as_http_responses() {
+        let bytes = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 36\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}HTTP/1.1 400 Bad Request\r\ntransfer-encoding: chunked\r\n\r\n5\r\nerror\r\n0\r\n\r\n";
+        let got = trailing_answers(bytes);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].status, 200);
+        assert_eq!(
+            got[0].messages,
+            vec![json!({"jsonrpc":"2.0","id":7,"result":{}})]
+        );
+        assert_eq!(got[1].status, 400);
+        assert!(got[1].messages.is_empty());
+        let sse = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
+        assert_eq!(trailing_answers(sse)[0].messages.len(), 1);
+        assert!(trailing_answers(b"").is_empty());
+    }
+}

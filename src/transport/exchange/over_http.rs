@@ -1,0 +1,320 @@
+//! A case over HTTP: the handshake (legacy lanes), the request, the answer, the alive probe.
+
+use super::*;
+
+/// The headers every runner request starts with. `own` is a runner-made message (ping,
+/// initialize), whose version and mirrored headers a modern lane adds.
+pub(super) fn standard_headers(
+    url: &HttpUrl,
+    settings: &Settings,
+    hs: Option<&Handshake>,
+    own: Option<&Value>,
+) -> Vec<(String, String)> {
+    let mut h = vec![
+        ("host".to_string(), url.authority()),
+        ("content-type".to_string(), "application/json".to_string()),
+        (
+            "accept".to_string(),
+            "application/json, text/event-stream".to_string(),
+        ),
+        ("connection".to_string(), "close".to_string()),
+    ];
+    if let Some(hs) = hs {
+        if let Some(s) = &hs.session {
+            h.push(("mcp-session-id".into(), s.clone()));
+        }
+        h.push(("mcp-protocol-version".into(), hs.version.clone()));
+    }
+    // Runner-made requests in a modern lane carry their version and mirrored headers.
+    if hs.is_none() && versions::is_modern(&settings.spec_version) {
+        if let Some(m) = own {
+            h.push(("mcp-protocol-version".into(), settings.spec_version.clone()));
+            h.extend(versions::mirrored_headers(m));
+        }
+    }
+    for (k, v) in &settings.extra_headers {
+        h.push((k.to_ascii_lowercase(), v.clone()));
+    }
+    h
+}
+
+pub(super) fn post_json(url: &HttpUrl, headers: Vec<(String, String)>, body: &Value) -> Wire {
+    let bytes = body.to_string().into_bytes();
+    let mut headers = headers;
+    headers.push(("content-length".into(), bytes.len().to_string()));
+    Wire::Request {
+        method: "POST".into(),
+        path: url.path.clone(),
+        headers,
+        body: Body::from_bytes(bytes),
+        chunked: false,
+    }
+}
+
+/// JSON-RPC messages in an HTTP answer (a JSON body or SSE events), and what did not parse.
+pub(super) fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
+    let mut msgs = Vec::new();
+    let mut garbage = Vec::new();
+    if resp.body.is_empty() {
+        return (msgs, garbage);
+    }
+    if resp.is_sse() {
+        for m in http::sse_messages(&resp.body) {
+            match m {
+                Ok(v) => msgs.push(v),
+                Err(text) => {
+                    garbage.push(text.into_bytes().into_iter().take(PREFIX_KEEP).collect())
+                }
+            }
+        }
+        return (msgs, garbage);
+    }
+    match parse_answer_json(&resp.body) {
+        Some(v) => msgs.push(v),
+        // A non-JSON error body (plain text, HTML) is allowed on a refusal; the verdict decides.
+        None => garbage.push(resp.body.iter().copied().take(PREFIX_KEEP).collect()),
+    }
+    (msgs, garbage)
+}
+
+pub(super) async fn http_handshake(
+    url: &HttpUrl,
+    settings: &Settings,
+    deadline: Instant,
+) -> Result<Handshake, TransportError> {
+    let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+        "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
+    let resp = http::exchange(
+        url,
+        post_json(url, standard_headers(url, settings, None, None), &init),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await?;
+    let (msgs, _) = http_messages(&resp);
+    let result = msgs
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(INIT_ID)))
+        .and_then(|m| m.get("result"));
+    let Some(result) = result.filter(|_| resp.status == 200) else {
+        return Err(TransportError::Handshake(format!(
+            "initialize answered HTTP {} with {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body[..resp.body.len().min(200)])
+        )));
+    };
+    let hs = Handshake {
+        session: resp.header("mcp-session-id").map(str::to_string),
+        version: result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(&settings.spec_version)
+            .to_string(),
+    };
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    // Its answer does not matter to the handshake; a failure shows in the case itself.
+    let _ = http::exchange(
+        url,
+        post_json(url, standard_headers(url, settings, Some(&hs), None), &note),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await;
+    Ok(hs)
+}
+
+/// A fresh handshake and a ping: does the endpoint still answer?
+pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+    let deadline = Instant::now() + settings.probe_timeout;
+    let hs = if versions::is_modern(&settings.spec_version) {
+        None
+    } else {
+        match http_handshake(url, settings, deadline).await {
+            Ok(hs) => Some(hs),
+            Err(e) => {
+                return (
+                    false,
+                    Some(format!("handshake after the case failed: {}", chain(&e))),
+                )
+            }
+        }
+    };
+    let ping = own_request(settings, PROBE_ID, liveness_method(settings));
+    match http::exchange(
+        url,
+        post_json(
+            url,
+            standard_headers(url, settings, hs.as_ref(), Some(&ping)),
+            &ping,
+        ),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await
+    {
+        Ok(resp) => {
+            let (msgs, _) = http_messages(&resp);
+            let ok = msgs
+                .iter()
+                .any(|m| m.get("id") == Some(&json!(PROBE_ID)) && m.get("result").is_some());
+            (
+                ok,
+                (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)),
+            )
+        }
+        Err(e) => (false, Some(format!("ping after the case: {}", chain(&e)))),
+    }
+}
+
+pub(super) async fn run_http(
+    case: &Case,
+    url: &HttpUrl,
+    settings: &Settings,
+    witness: Option<&WitnessView>,
+    check_alive: bool,
+) -> Observation {
+    let mut obs = Observation::new(crate::case::TransportKind::Http);
+    let deadline = Instant::now() + settings.case_deadline(case);
+    let spec = &case.spec;
+    let modern = modern_setup(case, settings);
+    let hs = match spec.session {
+        SessionMode::None => None,
+        SessionMode::Initialized if modern.is_some() => None,
+        SessionMode::Initialized => {
+            match http_handshake(url, &handshake_settings(case, settings), deadline).await {
+                Ok(hs) => Some(hs),
+                Err(e) => {
+                    obs.setup_error = Some(chain(&e));
+                    return obs;
+                }
+            }
+        }
+    };
+    let mut ph = base_placeholders(settings);
+    ph.set("host", url.authority())
+        .set("path", url.path.clone());
+    if let Some(hs) = &hs {
+        ph.set("protocol_version", hs.version.clone())
+            .set("session_id", hs.session.clone().unwrap_or_default());
+    }
+    let req = &spec.request;
+    let method = req.method.clone().unwrap_or_else(|| "POST".into());
+    let wire = if let Some(raw) = &req.raw_http {
+        Wire::Raw(ph.apply(raw).into_bytes())
+    } else {
+        let body = case_body(&ph, req.body.as_ref(), modern);
+        let read = note_request(&mut obs, &body, &settings.denied_tool);
+        let mut headers = standard_headers(url, settings, hs.as_ref(), None);
+        if let Some(version) = modern {
+            // What a conforming modern client sends with this body; the case may override or
+            // remove any of it.
+            headers.push(("mcp-protocol-version".into(), version.to_string()));
+            // A body that is not strict JSON gets the headers of what a lenient server reads
+            // in it, so such a server is judged by what it then does, not refused for headers.
+            let read = read.or_else(|| lenient_reading(&body));
+            if let Some(read) = &read {
+                headers.extend(versions::mirrored_headers(read));
+            }
+        }
+        let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
+        let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
+        if !has_body {
+            headers.retain(|(k, _)| k != "content-type");
+        }
+        if req.chunked && !mentions("transfer-encoding") {
+            headers.push(("transfer-encoding".into(), "chunked".into()));
+        } else if !req.chunked
+            && has_body
+            && !mentions("content-length")
+            && !mentions("transfer-encoding")
+        {
+            headers.push(("content-length".into(), body.len().to_string()));
+        }
+        for (name, value) in &req.headers {
+            let lname = name.to_ascii_lowercase();
+            match value {
+                None => headers.retain(|(k, _)| *k != lname),
+                Some(v) => {
+                    let v = ph.apply(v);
+                    match headers.iter_mut().find(|(k, _)| *k == lname) {
+                        Some(slot) => slot.1 = v,
+                        None => headers.push((lname, v)),
+                    }
+                }
+            }
+        }
+        obs.sent_mcp_method = headers.iter().any(|(k, _)| k == "mcp-method");
+        obs.request_accept = headers
+            .iter()
+            .find(|(k, _)| k == "accept")
+            .map(|(_, v)| v.clone());
+        Wire::Request {
+            method: method.clone(),
+            path: req
+                .path
+                .as_ref()
+                .map_or_else(|| url.path.clone(), |p| ph.apply(p)),
+            headers,
+            body,
+            chunked: req.chunked,
+        }
+    };
+    if req.raw_http.is_some() {
+        obs.expects_response = true;
+    }
+    let mark = witness.map(WitnessView::mark);
+    match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
+        Ok(resp) => {
+            let (msgs, garbage) = http_messages(&resp);
+            obs.messages = msgs;
+            obs.garbage = garbage;
+            obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
+            let mut scan =
+                String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
+            if !resp.trailing.is_empty() {
+                scan.push('\n');
+                scan.push_str(&String::from_utf8_lossy(&resp.trailing));
+                obs.trailing_answers = trailing_answers(&resp.trailing);
+            }
+            for (k, v) in &resp.headers {
+                scan.push('\n');
+                scan.push_str(k);
+                scan.push_str(": ");
+                scan.push_str(v);
+            }
+            obs.scan_text = scan;
+            obs.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
+                Ending::TimedOut
+            } else {
+                Ending::Answered
+            };
+            obs.http = Some(HttpSeen {
+                status: resp.status,
+                content_type: resp.content_type(),
+                headers: resp.headers.clone(),
+                body_len: resp.body.len(),
+                truncated: resp.truncated,
+                timed_out: resp.timed_out,
+                cut_short: resp.cut_short,
+                body_sent: resp.body_sent,
+                answered_after: resp.answered_after,
+            });
+        }
+        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.ending = Ending::Closed,
+    }
+    if let (Some(w), Some(mark)) = (witness, mark) {
+        obs.witness = Some(w.since(mark));
+    }
+    if check_alive {
+        let (alive, detail) = http_probe(url, settings).await;
+        obs.alive = Some(alive);
+        obs.alive_detail = detail;
+    }
+    obs
+}

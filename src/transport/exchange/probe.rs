@@ -1,0 +1,283 @@
+//! Probes of a target before its cases: which versions it accepts (`probe`), and whether a
+//! stdio server answers in order (`order_probe`).
+
+use super::over_http::{http_messages, post_json, standard_headers};
+use super::over_stdio::{line_body, read_until_answer};
+use super::*;
+
+/// The id of the runner's version probe.
+pub const DISCOVER_ID: &str = "gauntlet-discover";
+
+/// What the version probe learned about a target.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// Known versions the target accepts, oldest first: modern ones listed by `server/discover`
+    /// (or by its unsupported-version error), legacy ones whose `initialize` it answered with
+    /// that very version.
+    pub accepted: Vec<String>,
+    /// Legacy versions it served over HTTP without issuing an `Mcp-Session-Id` (stateless).
+    pub stateless: Vec<String>,
+    /// Legacy versions it answered `initialize` for with another version (negotiated away).
+    pub countered: Vec<(String, String)>,
+}
+
+impl Probe {
+    /// Whether the target keeps no sessions (every accepted legacy version was stateless).
+    pub fn is_stateless(&self) -> bool {
+        !self.stateless.is_empty()
+    }
+
+    /// One line for the console: what was found.
+    pub fn summary(&self) -> String {
+        let shown: Vec<String> = self
+            .accepted
+            .iter()
+            .map(|v| {
+                if self.stateless.contains(v) {
+                    format!("{v} (stateless: no Mcp-Session-Id)")
+                } else {
+                    v.clone()
+                }
+            })
+            .collect();
+        let missing: Vec<&str> = versions::KNOWN
+            .iter()
+            .copied()
+            .filter(|v| !self.accepted.iter().any(|a| a == v))
+            .collect();
+        let mut line = if shown.is_empty() {
+            "the target accepted no known protocol version".to_string()
+        } else {
+            format!("the target accepts {}", shown.join(", "))
+        };
+        if !missing.is_empty() {
+            line.push_str(&format!(
+                "; not offered, not tested: {}",
+                missing.join(", ")
+            ));
+        }
+        for (asked, got) in &self.countered {
+            line.push_str(&format!("; initialize {asked} was answered with {got}"));
+        }
+        line
+    }
+}
+
+/// Every known version `endpoint` accepts: a modern `server/discover` (its `supportedVersions`,
+/// or the `supported` list of an unsupported-version error), then one `initialize` per legacy
+/// version (accepted when the answer agrees to that version; over HTTP, stateless when no
+/// `Mcp-Session-Id` came with it). Each probe uses a fresh connection or process.
+pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
+    let mut out = Probe::default();
+    let mut modern = settings.clone();
+    modern.spec_version = versions::NEWEST.to_string();
+    let discover = own_request(&modern, DISCOVER_ID, "server/discover");
+    let listed = match endpoint {
+        Endpoint::Http(url) => {
+            let deadline = Instant::now() + settings.probe_timeout;
+            let headers = standard_headers(url, &modern, None, Some(&discover));
+            match http::exchange(
+                url,
+                post_json(url, headers, &discover),
+                Caps::default(),
+                deadline,
+                false,
+            )
+            .await
+            {
+                Ok(resp) => {
+                    let (msgs, _) = http_messages(&resp);
+                    msgs.iter()
+                        .find_map(|m| discovered(m, DISCOVER_ID))
+                        .unwrap_or_default()
+                }
+                Err(_) => Vec::new(),
+            }
+        }
+        Endpoint::Stdio { command, .. } => {
+            let short = settings.probe_timeout.min(Duration::from_secs(3));
+            match stdio_probe(command, &discover, DISCOVER_ID, short).await {
+                Some(answer) => discovered(&answer, DISCOVER_ID).unwrap_or_default(),
+                None => Vec::new(),
+            }
+        }
+    };
+    out.accepted
+        .extend(listed.into_iter().filter(|v| versions::is_modern(v)));
+    for v in versions::KNOWN.iter().filter(|v| !versions::is_modern(v)) {
+        let mut legacy = settings.clone();
+        legacy.spec_version = v.to_string();
+        let (agreed, session) = match endpoint {
+            Endpoint::Http(url) => {
+                let deadline = Instant::now() + settings.probe_timeout;
+                match http_handshake(url, &legacy, deadline).await {
+                    Ok(hs) => (Some(hs.version), Some(hs.session.is_some())),
+                    Err(_) => (None, None),
+                }
+            }
+            Endpoint::Stdio { command, .. } => {
+                let init = initialize_request(v);
+                let answer = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await;
+                let agreed = answer
+                    .as_ref()
+                    .and_then(|a| a.get("result")?.get("protocolVersion")?.as_str())
+                    .map(str::to_string);
+                (agreed, None)
+            }
+        };
+        match agreed {
+            Some(a) if a == *v => {
+                out.accepted.push(a);
+                if session == Some(false) {
+                    out.stateless.push(v.to_string());
+                }
+            }
+            Some(other) => out.countered.push((v.to_string(), other)),
+            None => {}
+        }
+    }
+    out.accepted.sort();
+    out.accepted.dedup();
+    out
+}
+
+/// The runner's `initialize` asking for `version`.
+pub(super) fn initialize_request(version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}})
+}
+
+/// A fresh process of the stdio `command` for a probe; a `{witness_log}` command logs to a
+/// throwaway file, removed by [`end_probe`].
+pub(super) fn start_probe(command: &str) -> Option<(StdioProcess, std::path::PathBuf)> {
+    let log = std::env::temp_dir().join(format!(
+        "mcp-gauntlet-probe-{}-{:016x}.jsonl",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let command = command.replace("{witness_log}", &shell_words::quote(&log.to_string_lossy()));
+    let proc = StdioCommand::parse(&command)
+        .and_then(|c| StdioProcess::spawn(&c))
+        .ok()?;
+    Some((proc, log))
+}
+
+pub(super) async fn end_probe(proc: StdioProcess, log: &std::path::Path) {
+    proc.kill().await;
+    let _ = std::fs::remove_file(log);
+}
+
+/// Start the stdio server afresh, send one request and read until its answer (bounded by
+/// `wait`); the process is killed after.
+pub(super) async fn stdio_probe(
+    command: &str,
+    request: &Value,
+    id: &str,
+    wait: Duration,
+) -> Option<Value> {
+    let (mut proc, log) = start_probe(command)?;
+    proc.send(line_body(request)).await;
+    let (answer, _, _) = read_until_answer(&mut proc, id, Instant::now() + wait).await;
+    end_probe(proc, &log).await;
+    answer
+}
+
+/// The order probe (see `pacing`): a fresh process of `command` gets, four times, a
+/// `tools/call` of the allowed tool and a barrier request in one write, and is watched for which
+/// it answers first and how long the pair takes. Spoken in the version of `settings`.
+pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
+    const ROUNDS: usize = 4;
+    let Some((mut proc, log)) = start_probe(command) else {
+        return Probed::UNKNOWN;
+    };
+    let deadline = Instant::now() + settings.probe_timeout;
+    let modern = versions::is_modern(&settings.spec_version);
+    let mut order = Order::Unknown;
+    let mut pace = Duration::ZERO;
+    let ready = if modern {
+        true
+    } else {
+        proc.send(line_body(&initialize_request(&settings.spec_version)))
+            .await;
+        let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
+        proc.send(line_body(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ))
+        .await;
+        answer.is_some_and(|a| a.get("result").is_some())
+    };
+    for round in (0..ROUNDS).filter(|_| ready) {
+        let (call_id, barrier_id) = (
+            format!("gauntlet-order-call-{round}"),
+            format!("gauntlet-order-barrier-{round}"),
+        );
+        let mut call = json!({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+            "params": {"name": settings.allowed_tool, "arguments": {"text": "order probe"}}});
+        if modern {
+            versions::add_meta(&mut call, &settings.spec_version);
+        }
+        let barrier = own_request(settings, &barrier_id, liveness_method(settings));
+        // Both lines in one write, so the server has read the call before the barrier.
+        let sent = Instant::now();
+        proc.send(Body::from_bytes(format!("{call}\n{barrier}\n")))
+            .await;
+        // (call answered, barrier answered) instants, in the order they were read.
+        let (mut call_at, mut barrier_at) = (None, None);
+        while call_at.is_none() || barrier_at.is_none() {
+            match proc.read_line(deadline).await {
+                Ok(Line::Text(t)) => {
+                    let id = serde_json::from_slice::<Value>(&t)
+                        .ok()
+                        .filter(|v| v.get("result").is_some() || v.get("error").is_some())
+                        .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_string));
+                    match id {
+                        Some(id) if id == call_id => call_at = Some(Instant::now()),
+                        Some(id) if id == barrier_id => barrier_at = Some(Instant::now()),
+                        _ => {}
+                    }
+                }
+                Ok(Line::TooLong(_)) => {}
+                Ok(Line::Eof) | Err(_) => break,
+            }
+        }
+        let (Some(call_at), Some(barrier_at)) = (call_at, barrier_at) else {
+            break;
+        };
+        if round > 0 {
+            pace = pace.max(call_at.max(barrier_at) - sent);
+        }
+        // Once the barrier came first, the target is concurrent; its lag is the longest seen.
+        let lag = call_at.saturating_duration_since(barrier_at);
+        order = match order {
+            Order::Concurrent { lag: seen } => Order::Concurrent { lag: seen.max(lag) },
+            _ if call_at > barrier_at => Order::Concurrent { lag },
+            _ => Order::InOrder,
+        };
+    }
+    end_probe(proc, &log).await;
+    Probed { order, pace }
+}
+
+/// The known versions a `server/discover` answer (a result, or an unsupported-version error)
+/// lists.
+pub(super) fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
+    if answer.get("id") != Some(&json!(id)) {
+        return None;
+    }
+    let list = match (answer.get("result"), answer.get("error")) {
+        (Some(r), None) => r.get("supportedVersions")?,
+        (None, Some(e)) if e.get("code") == Some(&json!(versions::UNSUPPORTED_VERSION)) => {
+            e.get("data")?.get("supported")?
+        }
+        _ => return None,
+    };
+    Some(
+        list.as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|v| versions::KNOWN.contains(v))
+            .map(str::to_string)
+            .collect(),
+    )
+}

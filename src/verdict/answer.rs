@@ -1,0 +1,266 @@
+//! The oracles of the answer itself: outcome (reject, accept, silent), HTTP status, the Bearer
+//! challenge, error code, and the response id.
+
+use super::{is_error_result, list, show_bytes, Check, Judge, Observed, Status};
+use crate::case::{CodePattern, IdRule, Outcome};
+use crate::settings::DenyStyle;
+use serde_json::Value;
+
+impl Judge<'_> {
+    /// A gate that refuses tool calls with an `isError: true` result (`--deny-style result`)
+    /// said no: such an answer counts as a refusal. What was observed then, and whether it was
+    /// such a refusal.
+    pub(super) fn deny_style(&mut self, observed: Observed) -> (Observed, bool) {
+        let result_refusal = self.ctx.deny_style == DenyStyle::Result
+            && observed == Observed::Outcome(Outcome::Accept)
+            && !self.resp.is_empty()
+            && self
+                .resp
+                .iter()
+                .all(|r| r.get("error").is_some() || is_error_result(r));
+        if !result_refusal {
+            return (observed, false);
+        }
+        self.add(
+            Check::Outcome,
+            Status::Pass,
+            "refused with a tool result marked isError (--deny-style result)".into(),
+        );
+        (Observed::Outcome(Outcome::Reject), true)
+    }
+
+    /// 2026-07-28 over HTTP: a body the runner could read no method in went out without
+    /// `Mcp-Method`, and a server may refuse it for that alone (400 -32020) before reading it.
+    pub(super) fn binding_refusal(&mut self) -> bool {
+        let obs = self.obs;
+        let binding_refusal = crate::versions::is_modern(&self.ctx.version)
+            && obs.http.as_ref().is_some_and(|h| h.status == 400)
+            && !obs.sent_mcp_method
+            && self.first_error_code == Some(crate::versions::HEADER_MISMATCH);
+        if binding_refusal {
+            self.add(
+                Check::Outcome,
+                Status::Pass,
+                "refused with 400 -32020: the request carried no Mcp-Method header (the runner read no method in the body to mirror)".into(),
+            );
+        }
+        binding_refusal
+    }
+
+    /// The outcome is one the case accepts (not judged after a binding refusal).
+    pub(super) fn outcome(&mut self, observed: &Observed, binding_refusal: bool) {
+        let Some(want) = self.expect.outcome.clone().filter(|_| !binding_refusal) else {
+            return;
+        };
+        let ok = matches!(observed, Observed::Outcome(o) if want.as_slice().contains(o));
+        if ok {
+            return;
+        }
+        let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();
+        let hint = if *observed == Observed::Outcome(Outcome::Accept)
+            && !self.resp.is_empty()
+            && self.resp.iter().all(|r| is_error_result(r))
+        {
+            " (a tool result marked isError: if that is how the target refuses, say --deny-style result)"
+        } else {
+            ""
+        };
+        self.add(
+            Check::Outcome,
+            self.level_status,
+            format!("expected {}; observed {observed}{hint}", names.join(" or ")),
+        );
+    }
+
+    /// The HTTP status is one the case accepts (not judged after a binding refusal).
+    pub(super) fn http_status(&mut self, binding_refusal: bool) {
+        if let (Some(want), Some(h), false) =
+            (&self.expect.http_status, &self.obs.http, binding_refusal)
+        {
+            if !want.as_slice().iter().any(|p| p.matches(h.status)) {
+                let message = format!(
+                    "expected HTTP {}; observed HTTP {}",
+                    list(want.as_slice()),
+                    h.status
+                );
+                self.add(Check::HttpStatus, self.level_status, message);
+            }
+        }
+    }
+
+    /// The `WWW-Authenticate: Bearer` challenge the case expects.
+    pub(super) fn challenge(&mut self) {
+        if let (Some(want), Some(h)) = (&self.expect.challenge, &self.obs.http) {
+            if let Some(problem) = challenge_problem(want, &h.headers) {
+                self.add(Check::Challenge, self.level_status, problem);
+            }
+        }
+    }
+
+    /// The first error's code is one the case names (not judged when a refusal of another
+    /// form — a binding refusal, an `isError` result — was accepted).
+    pub(super) fn error_code(&mut self, observed: &Observed, other_refusal: bool) {
+        let Some(want) = self.expect.error_code.clone().filter(|_| !other_refusal) else {
+            return;
+        };
+        let codes: Vec<i64> = want
+            .as_slice()
+            .iter()
+            .filter_map(|c| match c {
+                CodePattern::Code(c) => Some(*c),
+                CodePattern::Placeholder(p) => self.ctx.codes.by_placeholder(p),
+            })
+            .collect();
+        match self.first_error_code {
+            Some(c) if !codes.contains(&c) => {
+                self.add(
+                    Check::ErrorCode,
+                    self.level_status,
+                    format!("expected error code {}; observed {c}", list(&codes)),
+                );
+            }
+            None if self.strict && *observed == Observed::Outcome(Outcome::Reject) => {
+                self.add(
+                    Check::ErrorCode,
+                    self.level_status,
+                    format!(
+                        "expected a JSON-RPC error with code {}; the refusal carried none",
+                        list(&codes)
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Each response's id follows one of the case's rules (the first one that does not is
+    /// reported).
+    pub(super) fn ids(&mut self) {
+        let Some(rules) = self.expect.id.clone() else {
+            return;
+        };
+        let obs = self.obs;
+        for r in self.resp.clone() {
+            let id = r.get("id");
+            let ok = rules.as_slice().iter().any(|rule| match rule {
+                IdRule::Echo => obs.request_id.is_some() && id == obs.request_id.as_ref(),
+                IdRule::Null => id == Some(&Value::Null),
+                IdRule::Absent => id.is_none(),
+                IdRule::NullOrAbsent => id.is_none_or(Value::is_null),
+            });
+            if !ok {
+                let names: Vec<&str> = rules.as_slice().iter().map(|r| r.as_str()).collect();
+                let message = format!(
+                    "expected the response id to be {} (request id {}); observed {}",
+                    names.join(" or "),
+                    obs.request_id
+                        .as_ref()
+                        .map_or("none".into(), Value::to_string),
+                    id.map_or("no id".into(), Value::to_string)
+                );
+                self.add(Check::Id, self.level_status, message);
+                break;
+            }
+        }
+    }
+}
+
+/// What is wrong with the `Bearer` challenge among `headers`' `WWW-Authenticate` values, if
+/// anything.
+pub(super) fn challenge_problem(
+    want: &crate::case::ChallengeSpec,
+    headers: &[(String, String)],
+) -> Option<String> {
+    let values: Vec<&str> = headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("www-authenticate"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let Some(params) = values.iter().find_map(|v| bearer_params(v)) else {
+        return Some(if values.is_empty() {
+            "expected a WWW-Authenticate: Bearer challenge; the answer has no WWW-Authenticate"
+                .into()
+        } else {
+            format!(
+                "expected a Bearer challenge; WWW-Authenticate is {}",
+                show_bytes(values.join(", ").as_bytes(), 160)
+            )
+        });
+    };
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some(errors) = &want.error {
+        let got = param("error").unwrap_or("none");
+        if !errors.as_slice().iter().any(|e| e == got) {
+            return Some(format!(
+                "expected the Bearer challenge's error to be {}; it is {got}",
+                errors.as_slice().join(" or ")
+            ));
+        }
+    }
+    if want.resource_metadata == Some(true) && param("resource_metadata").is_none() {
+        return Some("the Bearer challenge does not name resource_metadata".into());
+    }
+    if want.scope == Some(true) && param("scope").is_none_or(str::is_empty) {
+        return Some("the Bearer challenge does not name the scope the call needs".into());
+    }
+    None
+}
+
+/// The parameters of the `Bearer` challenge in one `WWW-Authenticate` value (RFC 9110
+/// section 11.6.1: `scheme [param=value|"quoted", ...]`), if it has one. Other schemes' challenges
+/// in the same value are skipped.
+pub(super) fn bearer_params(value: &str) -> Option<Vec<(String, String)>> {
+    let mut params = Vec::new();
+    let mut in_bearer = false;
+    let mut found = false;
+    let mut rest = value.trim();
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches([',', ' ', '\t']);
+        // A token followed by `=` is a parameter; a token alone starts a challenge.
+        let end = rest.find(['=', ',', ' ']).unwrap_or(rest.len());
+        let token = &rest[..end];
+        let after = rest[end..].trim_start_matches(' ');
+        if let Some(v) = after.strip_prefix('=') {
+            let v = v.trim_start();
+            let (value, next) = if let Some(q) = v.strip_prefix('"') {
+                let mut out = String::new();
+                let mut chars = q.char_indices();
+                let mut close = q.len();
+                while let Some((i, c)) = chars.next() {
+                    match c {
+                        '\\' => {
+                            if let Some((_, n)) = chars.next() {
+                                out.push(n);
+                            }
+                        }
+                        '"' => {
+                            close = i + 1;
+                            break;
+                        }
+                        c => out.push(c),
+                    }
+                }
+                (out, &q[close.min(q.len())..])
+            } else {
+                let e = v.find(',').unwrap_or(v.len());
+                (v[..e].trim().to_string(), &v[e..])
+            };
+            if in_bearer {
+                params.push((token.to_string(), value));
+            }
+            rest = next;
+        } else if token.is_empty() {
+            break;
+        } else {
+            in_bearer = token.eq_ignore_ascii_case("bearer");
+            found |= in_bearer;
+            rest = after;
+        }
+    }
+    found.then_some(params)
+}

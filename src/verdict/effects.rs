@@ -1,0 +1,60 @@
+//! What the case did to the endpoint: still alive after it, and what it cost (body bytes taken
+//! before the answer over HTTP, peak memory growth over stdio).
+
+use super::{Check, Judge, Status};
+use crate::case::TransportKind;
+
+impl Judge<'_> {
+    /// The endpoint is alive after the case, unless the case lets it end.
+    pub(super) fn alive(&mut self) {
+        if self.expect.alive.unwrap_or(true) && self.obs.alive == Some(false) {
+            let message = format!(
+                "the endpoint is not alive after the case: {}",
+                self.obs.alive_detail.clone().unwrap_or_default()
+            );
+            self.add(Check::Alive, self.level_status.max(Status::Fail), message);
+        }
+    }
+
+    /// What an input cost the server before it refused it: body bytes taken before the answer
+    /// (HTTP), peak memory growth (stdio, /proc VmHWM).
+    pub(super) fn resources(&mut self) {
+        const MIB: f64 = 1024.0 * 1024.0;
+        let obs = self.obs;
+        if let (Some(max), Some(h)) = (self.expect.max_body_sent, &obs.http) {
+            if h.body_sent > max {
+                self.add(
+                    Check::Resources,
+                    self.level_status,
+                    format!(
+                        "the server took {:.1} MiB of the body before answering (after {} ms); at most {:.1} MiB expected: it reads a body it will refuse",
+                        h.body_sent as f64 / MIB,
+                        h.answered_after.as_millis(),
+                        max as f64 / MIB
+                    ),
+                );
+            }
+        }
+        if let Some(max) = self.expect.max_memory_growth_kib {
+            match obs.memory_growth_kib {
+                Some(grew) if grew > max => self.add(
+                    Check::Resources,
+                    self.level_status,
+                    format!(
+                        "the server's peak memory grew by {:.1} MiB over the case; at most {:.1} MiB expected: it buffers an input it should bound",
+                        grew as f64 / 1024.0,
+                        max as f64 / 1024.0
+                    ),
+                ),
+                Some(_) => {}
+                None if obs.transport == TransportKind::Stdio => self.add(
+                    Check::Resources,
+                    Status::Pass,
+                    "peak memory not measured (/proc did not tell, or the process had exited)"
+                        .into(),
+                ),
+                None => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! What a gate let through: the forwarded oracle (what reached the witness behind it) and the
+//! server's own requests reaching the client.
+
+use super::{show_bytes, Check, Context, Judge, Status};
+use crate::case::{Case, Expect, Outcome, Profile};
+use crate::record::Event;
+use crate::transport::Observation;
+use serde_json::Value;
+
+impl Judge<'_> {
+    /// Gate profile: what reached the witness. A case that expects only refusals or silence
+    /// forwards nothing unless it says otherwise.
+    pub(super) fn forwarded(&mut self) {
+        let ctx = self.ctx;
+        let default_forwarded = (ctx.profile == Profile::Gate)
+            .then(|| {
+                self.expect.outcome.as_ref().and_then(|o| {
+                    o.as_slice()
+                        .iter()
+                        .all(|o| matches!(o, Outcome::Reject | Outcome::Silent))
+                        .then_some(false)
+                })
+            })
+            .flatten();
+        if let (Profile::Gate, Some(events)) = (ctx.profile, &self.obs.witness) {
+            let problems = forwarding_problems(
+                self.case,
+                self.obs,
+                &self.expect,
+                default_forwarded,
+                events,
+                ctx,
+            );
+            for problem in problems {
+                self.add(Check::Forwarded, Status::Fail, problem);
+            }
+        }
+    }
+
+    /// A request of the server's own (a method and an id) among what the client was sent, when
+    /// the case says none may reach it.
+    pub(super) fn server_requests(&mut self) {
+        if self.expect.server_requests != Some(false) {
+            return;
+        }
+        let relayed: Vec<String> = self
+            .obs
+            .messages
+            .iter()
+            .filter(|m| m.get("id").is_some())
+            .filter_map(|m| m.get("method").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        if !relayed.is_empty() {
+            self.add(
+                Check::Forwarded,
+                self.level_status,
+                format!(
+                    "the client was sent the server's own request ({}), which must not reach it",
+                    relayed.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+/// What a gate's downstream received for one case, judged: whether anything arrived, exactly once
+/// (GATE-FWD-04), as compact canonical bytes (GATE-FWD-01), carrying the expected message
+/// (GATE-DENY-05) and none of the client's credentials (GATE-HDR-01). The gate's own downstream
+/// handshake (`initialize`, `notifications/initialized`) and its start-up `tools/list` are not
+/// the client's messages and are left out; the gate answers a client's `initialize` itself and
+/// never forwards it.
+fn forwarding_problems(
+    case: &Case,
+    obs: &Observation,
+    expect: &Expect,
+    default_forwarded: Option<bool>,
+    events: &[Event],
+    ctx: &Context,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    type Forwarded<'a> = (&'a String, u64, &'a Vec<(String, String)>);
+    let forwarded: Vec<Forwarded> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Message {
+                raw,
+                raw_len,
+                headers,
+                ..
+            } => Some((raw, *raw_len, headers)),
+            Event::Tool { .. } => None,
+        })
+        .filter(|(raw, _, _)| {
+            let value = serde_json::from_str::<Value>(raw).ok();
+            let method = value
+                .as_ref()
+                .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
+            let asked = |m: &str| obs.request_method.as_deref() == Some(m);
+            // A gate's own traffic to its downstream: its handshake, the `tools/list` it sends
+            // at start-up to learn the tools, and the cancellation of the case's own request
+            // when its deadline passed (GATE-DOWN-04) — unless the client sent such a message.
+            match method.as_deref() {
+                Some("initialize") | Some("notifications/initialized") => false,
+                Some("tools/list") => asked("tools/list"),
+                Some("notifications/cancelled") => {
+                    let names_case = value
+                        .as_ref()
+                        .and_then(|v| v.pointer("/params/requestId"))
+                        .is_some_and(|r| Some(r) == obs.request_id.as_ref());
+                    asked("notifications/cancelled") || !names_case
+                }
+                _ => true,
+            }
+        })
+        .collect();
+    let want = expect
+        .forwarded
+        .or(default_forwarded)
+        .or(expect.forwarded_json.as_ref().map(|_| true));
+    match want {
+        Some(false) if !forwarded.is_empty() => {
+            out.push(format!(
+                "expected nothing to reach the witness; it received {}",
+                show_bytes(forwarded[0].0.as_bytes(), 160)
+            ));
+            return out;
+        }
+        Some(true) if forwarded.is_empty() => {
+            out.push("expected the message to reach the witness; nothing arrived".into());
+            return out;
+        }
+        Some(true) if forwarded.len() > 1 => {
+            out.push(format!(
+                "one client message reached the witness {} times",
+                forwarded.len()
+            ));
+        }
+        _ => {}
+    }
+    for (raw, raw_len, headers) in &forwarded {
+        // Secrets never travel downstream, in headers or in the body.
+        for s in ctx.secrets.iter().filter(|s| s.len() >= 4) {
+            if raw.contains(s.as_str()) || headers.iter().any(|(_, v)| v.contains(s.as_str())) {
+                out.push("a credential the client sent reached the witness".into());
+            }
+        }
+        if raw.len() as u64 != *raw_len {
+            continue; // the record keeps only the first 4 KiB
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(v) => {
+                if v.to_string().as_str() != raw.as_str() {
+                    out.push(format!(
+                        "the forwarded bytes are not compact canonical JSON: {}",
+                        show_bytes(raw.as_bytes(), 160)
+                    ));
+                }
+                if let Some(expected) = &expect.forwarded_json {
+                    let mut expected = ctx.placeholders.apply_json_value(expected);
+                    // The request's `_meta` (given by the runner in a modern lane, or written as
+                    // `{{meta}}` by the case) is part of what the gate must forward.
+                    let body_has_meta = matches!(&case.spec.request.body,
+                        Some(b) if serde_json::to_string(b).is_ok_and(|t| t.contains("{{meta}}")));
+                    if crate::versions::is_modern(&ctx.version)
+                        && case.spec.session == crate::case::SessionMode::Initialized
+                    {
+                        crate::versions::add_meta(&mut expected, &ctx.version);
+                    } else if body_has_meta {
+                        let meta = ctx.placeholders.get("meta").unwrap_or("{}");
+                        let meta = serde_json::from_str(meta).unwrap_or_default();
+                        crate::versions::add_meta_value(&mut expected, &meta);
+                    }
+                    if v != expected {
+                        out.push(format!("the witness received {v}, not {expected}"));
+                    }
+                }
+            }
+            Err(_) => out.push(format!(
+                "the witness received bytes that are not JSON: {}",
+                show_bytes(raw.as_bytes(), 160)
+            )),
+        }
+    }
+    out
+}

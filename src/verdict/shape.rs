@@ -1,0 +1,224 @@
+//! The oracles every answer obeys, whatever the case: well-formed JSON-RPC, a media type the
+//! request accepted, a real protocol version, 2026-07-28's error-code allocation, and output
+//! that is nothing but messages.
+
+use super::{show_bytes, truncate, Check, Judge, Status};
+use crate::case::TransportKind;
+use crate::transport::Observation;
+use serde_json::Value;
+
+impl Judge<'_> {
+    /// Implied: well-formed JSON-RPC, and output that is nothing but messages.
+    pub(super) fn shape(&mut self) {
+        for problem in shape_problems(self.obs, &self.resp) {
+            self.add(Check::Shape, Status::Fail, problem);
+        }
+    }
+
+    /// An answer comes in a media type the request accepted (RFC 9110 12.5.1;
+    /// MCP-HTTP-POST-02).
+    pub(super) fn media_type(&mut self) {
+        let (Some(h), Some(accept)) = (&self.obs.http, &self.obs.request_accept) else {
+            return;
+        };
+        if (200..300).contains(&h.status) && h.body_len > 0 {
+            if let Some(ct) = &h.content_type {
+                if !media_accepted(accept, ct) {
+                    self.add(
+                        Check::Shape,
+                        self.level_status,
+                        format!("the answer came as {ct}, which the request's Accept ({accept}) does not list"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// initialize never agrees to a version that is not an MCP version (MCP-LIFE-04).
+    pub(super) fn negotiated_version(&mut self) {
+        if self.obs.request_method.as_deref() != Some("initialize") {
+            return;
+        }
+        for r in self.resp.clone() {
+            if let Some(v) = r.get("result").and_then(|x| x.get("protocolVersion")) {
+                if !v.as_str().is_some_and(|v| KNOWN_VERSIONS.contains(&v)) {
+                    self.add(
+                        Check::Shape,
+                        self.level_status,
+                        format!("initialize agreed to protocol version {v}, which is not an MCP version"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// 2026-07-28 error-code allocation (MCP26-ERR-01): -32020..-32099 holds only the codes the
+    /// specification defines, -32002 and -32042 are retired, and -32000..-32019 are legacy
+    /// codes new implementations should not use.
+    pub(super) fn modern_error_codes(&mut self) {
+        if !crate::versions::is_modern(&self.ctx.version) {
+            return;
+        }
+        let codes: Vec<i64> = self
+            .resp
+            .iter()
+            .filter_map(|r| r.get("error")?.get("code")?.as_i64())
+            .collect();
+        let version = self.ctx.version.clone();
+        for code in codes {
+            let defined = [
+                crate::versions::HEADER_MISMATCH,
+                crate::versions::MISSING_CAPABILITY,
+                crate::versions::UNSUPPORTED_VERSION,
+            ];
+            if ((-32099..=-32020).contains(&code) && !defined.contains(&code))
+                || code == -32002
+                || code == -32042
+            {
+                self.add(
+                    Check::ErrorCode,
+                    Status::Fail,
+                    format!("error code {code} is reserved or retired in {version} (MCP26-ERR-01)"),
+                );
+            } else if (-32019..=-32000).contains(&code) {
+                self.add(
+                    Check::ErrorCode,
+                    Status::Warn,
+                    format!("error code {code} is in the legacy range -32000..-32019, which {version} implementations should not use (MCP26-ERR-01)"),
+                );
+            }
+        }
+    }
+
+    /// Output that is not a message: on stdout (MCP-STDIO-05), or in an HTTP answer that is
+    /// not a refusal.
+    pub(super) fn output(&mut self) {
+        let obs = self.obs;
+        if obs.garbage.is_empty() || obs.http.as_ref().is_some_and(|h| h.status >= 300) {
+            return;
+        }
+        let what = if self.ctx.transport == TransportKind::Stdio {
+            "stdout carried a line that is not a JSON-RPC message (MCP-STDIO-05)"
+        } else {
+            "the answer carried data that is not strict JSON (UTF-8, no lone surrogates)"
+        };
+        self.add(
+            Check::Output,
+            Status::Fail,
+            format!("{what}: {}", show_bytes(&obs.garbage[0], 120)),
+        );
+    }
+}
+
+/// MCP protocol versions that exist.
+pub const KNOWN_VERSIONS: &[&str] = &[
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
+/// Whether `accept` (an Accept header value) admits media type `ct` (lower case, no parameters).
+/// Written here, apart from the witness's own check, so the oracle does not trust the code it
+/// judges.
+/// RFC 9110 section 12.5.1: the most specific range that matches decides (exact 3, `type/*` 2,
+/// `*/*` 1), by its weight; 0, less, or an unreadable weight refuses.
+pub fn media_accepted(accept: &str, ct: &str) -> bool {
+    let ct_type = ct.split('/').next().unwrap_or("");
+    let ranked = accept.split(',').filter_map(|item| {
+        let mut parts = item.split(';');
+        let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let rank = if range == ct {
+            3
+        } else if range == format!("{ct_type}/*") {
+            2
+        } else if range == "*/*" {
+            1
+        } else {
+            return None;
+        };
+        let q = match parts.find_map(|p| {
+            p.split_once('=')
+                .filter(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+        }) {
+            None => 1.0,
+            Some((_, v)) => v.trim().parse::<f32>().unwrap_or(0.0),
+        };
+        Some((rank, q))
+    });
+    // Highest rank first; at the same rank the highest weight.
+    ranked
+        .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+        .is_some_and(|(_, q)| q > 0.0)
+}
+
+/// Violations of the JSON-RPC and transport rules every answer obeys.
+fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in &obs.messages {
+        match m {
+            Value::Object(_) => {}
+            Value::Array(_) => out.push("answered with a JSON array (a batch answer)".into()),
+            other => out.push(format!(
+                "answered with a JSON value that is not a message: {}",
+                truncate(&other.to_string())
+            )),
+        }
+    }
+    for r in resp {
+        let has_result = r.get("result").is_some();
+        let has_error = r.get("error").is_some();
+        if r.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+            out.push("a response lacks \"jsonrpc\": \"2.0\"".into());
+        }
+        if has_result && has_error {
+            out.push("a response holds both result and error".into());
+        }
+        if let Some(e) = r.get("error") {
+            if !e.get("code").is_some_and(|c| c.is_i64() || c.is_u64()) {
+                out.push(format!(
+                    "error.code is not an integer: {}",
+                    truncate(&e.to_string())
+                ));
+            }
+            if !e.get("message").is_some_and(Value::is_string) {
+                out.push("error.message is not a string".into());
+            }
+        }
+        if has_result && !r.get("result").is_some_and(Value::is_object) {
+            out.push("result is not an object".into());
+        }
+        match r.get("id") {
+            None | Some(Value::Null) => {}
+            Some(id) if Some(id) == obs.request_id.as_ref() => {}
+            // The body was not readable JSON to the runner: its id, if any, is unknown.
+            Some(_) if !obs.request_readable => {}
+            Some(id) => out.push(format!(
+                "a response carries id {} which is neither the request's id ({}) nor null",
+                truncate(&id.to_string()),
+                obs.request_id
+                    .as_ref()
+                    .map_or("none".into(), Value::to_string)
+            )),
+        }
+        if has_result && r.get("id").is_none_or(Value::is_null) {
+            out.push("a result has no id".into());
+        }
+    }
+    if let Some(h) = &obs.http {
+        if h.status == 202 && h.body_len > 0 {
+            out.push("HTTP 202 with a body (MCP-HTTP-POST-04 says no body)".into());
+        }
+        if h.status == 200 && resp.iter().any(|r| r.get("result").is_some()) {
+            match h.content_type.as_deref() {
+                Some("application/json") | Some("text/event-stream") => {}
+                other => out.push(format!(
+                    "a response came as {} instead of application/json or text/event-stream",
+                    other.unwrap_or("no content type")
+                )),
+            }
+        }
+    }
+    out
+}
