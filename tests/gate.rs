@@ -352,6 +352,10 @@ fn a_server_request_is_answered_only_from_the_session_it_was_sent_to() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario against one running gate, step by step: lists, then each use, then what reached the witness"
+)]
 fn resources_and_prompts_are_listed_and_used_under_the_same_rules() {
     let gate = start(|_| {});
     let s = session(&post(gate.addr, "", INIT).1);
@@ -487,6 +491,10 @@ fn challenge(resp: &str) -> Option<String> {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario against one running gate, step by step: every bad token, then scopes, then what reached the witness and the trace"
+)]
 fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
     use mcp_gauntlet::auth::{AuthInputs, Issuer};
     let keys = tempfile::tempdir().unwrap();

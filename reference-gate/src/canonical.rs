@@ -583,6 +583,10 @@ fn loosen_envelope(members: &mut Vec<(String, Json)>) {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the JSON-RPC envelope rules in the order the specification states them, one early refusal per rule"
+)]
 fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
     let Json::Object(members) = value else {
         return Err(env_err());

@@ -247,6 +247,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a table of header spellings checked one after another against one body"
+    )]
     fn binding_holds_only_when_every_header_equals_the_body() {
         let c = call("delete_everything", "2026-07-28");
         let good: &[(&str, &[u8])] = &[

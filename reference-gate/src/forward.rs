@@ -785,6 +785,10 @@ impl HttpInner {
     /// SSE body one message per event, read by a task until the stream ends, the receiver is
     /// dropped, or (with a deadline) nothing arrives for `request_ms`. Returns the status and the
     /// session id header.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one streamed exchange: request, head, then the reader task; the task and the caller share the deadline, channel and connection set up here"
+    )]
     async fn stream(
         self: &std::sync::Arc<Self>,
         method: Method,

@@ -477,7 +477,21 @@ fn invalid(path: &str, message: impl Into<String>) -> CaseError {
     }
 }
 
+/// A case's meaning beyond its syntax, in the order a reader checks it: what it is, what it
+/// sends, its body, what it expects, which versions and profiles its keys apply to, and its
+/// placeholders. The first problem is the error.
 fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    validate_metadata(path, text, spec)?;
+    validate_request(path, spec)?;
+    validate_body(path, &spec.request)?;
+    validate_expectations(path, spec)?;
+    validate_version_keys(path, spec)?;
+    validate_placeholders(path, text)
+}
+
+/// Title, cited requirement IDs (known ones, reported where they are written), transports,
+/// profiles, version range and timeout.
+fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.title.trim().is_empty() {
         return Err(invalid(path, "`title` is empty"));
     }
@@ -519,6 +533,11 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
     }
+    Ok(())
+}
+
+/// The request: `raw_http` alone or `method`/`path`/`headers`, each an HTTP token or path.
+fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     let req = &spec.request;
     if req.raw_http.is_some() {
         if req.method.is_some() || req.path.is_some() || !req.headers.is_empty() {
@@ -571,6 +590,11 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Bodies: base64 that decodes, generated bodies under 4 GiB.
+fn validate_body(path: &str, req: &RequestSpec) -> Result<(), CaseError> {
     match &req.body {
         Some(BodySpec::Base64(b))
             if base64::engine::general_purpose::STANDARD.decode(b).is_err() =>
@@ -594,6 +618,11 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// `expect` (an outcome required) and its narrowings (`strict`, `gate`, `modern`), none empty.
+fn validate_expectations(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     check_expect(path, "expect", &spec.expect)?;
     if spec.expect.outcome.is_none() {
         return Err(invalid(path, "`expect.outcome` is required"));
@@ -610,6 +639,12 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Keys that only make sense for some versions or profiles: `handshake_version` (a legacy
+/// session), `modern` (a case reaching 2026-07-28), `gate` (a case for the gate profile).
+fn validate_version_keys(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if let Some(v) = &spec.handshake_version {
         if !crate::versions::looks_like_version(v) {
             return Err(invalid(
@@ -656,7 +691,11 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             "`gate` set on a case that does not apply to the gate profile",
         ));
     }
-    // Every `{{name}}` in the file must be a known placeholder.
+    Ok(())
+}
+
+/// Every `{{name}}` in the file must be a known placeholder.
+fn validate_placeholders(path: &str, text: &str) -> Result<(), CaseError> {
     let mut rest = text;
     let mut offset = 0;
     while let Some(start) = rest.find("{{") {

@@ -193,7 +193,46 @@ async fn try_model(
     Ok((v.status == Status::Fail).then(|| (v.explain(&case, &obs), text)))
 }
 
+/// Keep simplifying a failing model while a simpler one still fails: the simplest found, and
+/// its explanation.
+fn shrink(
+    rt: &tokio::runtime::Runtime,
+    model: Smuggle,
+    explanation: String,
+    lane: &Lane,
+    settings: &Settings,
+) -> Result<(Smuggle, String), RunError> {
+    let (mut best, mut best_expl) = (model, explanation);
+    'shrink: loop {
+        for candidate in best.simpler() {
+            if let Some((e, _)) = rt.block_on(try_model(&candidate, lane, settings))? {
+                best = candidate;
+                best_expl = e;
+                continue 'shrink;
+            }
+        }
+        return Ok((best, best_expl));
+    }
+}
+
+/// Write a finding's case file as `DIR/<id>.json`; its path.
+fn save(dir: &std::path::Path, id: &str, text: &str) -> Result<PathBuf, RunError> {
+    let path = dir.join(format!("{id}.json"));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(RunError::Setup)?;
+    }
+    std::fs::write(&path, format!("{text}\n")).map_err(|source| RunError::Write {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(path)
+}
+
 /// Run the fuzzer. Blocks.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the fuzzing loop in its steps (draw a model, try it, shrink, skip duplicates, save, report progress) over one set of counters"
+)]
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
@@ -239,18 +278,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             }
             continue;
         };
-        // Shrink: keep simplifying while a simpler model still fails.
-        let (mut best, mut best_expl) = (model, explanation);
-        'shrink: loop {
-            for candidate in best.simpler() {
-                if let Some((e, _)) = rt.block_on(try_model(&candidate, lane, &opts.settings))? {
-                    best = candidate;
-                    best_expl = e;
-                    continue 'shrink;
-                }
-            }
-            break;
-        }
+        let (best, best_expl) = shrink(rt, model, explanation, lane, &opts.settings)?;
         if findings
             .iter()
             .any(|f| f.model == best && f.lane == lane.kind)
@@ -260,18 +288,10 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         let Some(text) = case_text(&best, lane.profile, lane.transport) else {
             continue;
         };
-        let mut saved = None;
-        if let Some(dir) = &opts.save {
-            let path = dir.join(format!("{}.json", case_id(&best, lane)));
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(RunError::Setup)?;
-            }
-            std::fs::write(&path, format!("{text}\n")).map_err(|source| RunError::Write {
-                path: path.display().to_string(),
-                source,
-            })?;
-            saved = Some(path);
-        }
+        let saved = match &opts.save {
+            Some(dir) => Some(save(dir, &case_id(&best, lane), &text)?),
+            None => None,
+        };
         say(format!(
             "FINDING at iteration {iterations} on [{}]: {best:?}{}",
             lane.kind,

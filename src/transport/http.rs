@@ -329,6 +329,10 @@ where
     read
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "an incremental HTTP/1.1 response reader (heads until a final one, then length, chunked or close framing, SSE stopping at the first response, trailing bytes) over one buffer whose state every step shares"
+)]
 async fn read_response<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     caps: Caps,

@@ -70,6 +70,10 @@ impl Judge<'_> {
 /// handshake (`initialize`, `notifications/initialized`) and its start-up `tools/list` are not
 /// the client's messages and are left out; the gate answers a client's `initialize` itself and
 /// never forwards it.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the forwarded oracle's rules (arrived, exactly once, canonical, the expected message, no credentials) over the one list of the client's messages the witness got, in the order failures are reported"
+)]
 fn forwarding_problems(
     case: &Case,
     obs: &Observation,

@@ -34,6 +34,10 @@ where
 }
 
 /// Serve `input` until EOF. A partial line at EOF is never a message.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the stdio front's loop: one line at a time, classified (reply, request, notification) and answered while streams are written as they come; the session and the writer are its state"
+)]
 pub async fn serve<R, W>(
     proxy: Arc<Proxy>,
     server_id: &str,

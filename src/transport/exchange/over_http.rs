@@ -203,13 +203,62 @@ pub(super) async fn run_http(
     }
     let req = &spec.request;
     let method = req.method.clone().unwrap_or_else(|| "POST".into());
-    let wire = if let Some(raw) = &req.raw_http {
-        Wire::Raw(ph.apply(raw).into_bytes())
-    } else {
-        let body = case_body(&ph, req.body.as_ref(), modern);
-        let read = note_request(&mut obs, &body, &settings.denied_tool);
-        let mut headers = standard_headers(url, settings, hs.as_ref(), None);
-        if let Some(version) = modern {
+    let wire = match &req.raw_http {
+        Some(raw) => {
+            obs.expects_response = true;
+            Wire::Raw(ph.apply(raw).into_bytes())
+        }
+        None => {
+            let sent = Sent {
+                url,
+                settings,
+                handshake: hs.as_ref(),
+                modern,
+                placeholders: &ph,
+                method: &method,
+            };
+            sent.request(req, &mut obs)
+        }
+    };
+    let mark = witness.map(WitnessView::mark);
+    match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
+        Ok(resp) => read_response(&mut obs, &resp),
+        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.ending = Ending::Closed,
+    }
+    if let (Some(w), Some(mark)) = (witness, mark) {
+        obs.witness = Some(w.since(mark));
+    }
+    if check_alive {
+        let (alive, detail) = http_probe(url, settings).await;
+        obs.alive = Some(alive);
+        obs.alive_detail = detail;
+    }
+    obs
+}
+
+/// What a case's HTTP request is made from besides the case itself.
+struct Sent<'a> {
+    url: &'a HttpUrl,
+    settings: &'a Settings,
+    handshake: Option<&'a Handshake>,
+    /// The modern version spoken, when the lane is modern.
+    modern: Option<&'a str>,
+    placeholders: &'a Placeholders,
+    method: &'a str,
+}
+
+impl Sent<'_> {
+    /// The request a (non-raw) case sends: its body, the runner's standard headers (with the
+    /// mirrored 2026-07-28 headers on a modern lane), framing headers unless the case writes
+    /// them, then the case's own headers over all of them. Notes on `obs` what was sent.
+    fn request(&self, req: &crate::case::RequestSpec, obs: &mut Observation) -> Wire {
+        let (ph, method) = (self.placeholders, self.method);
+        let body = case_body(ph, req.body.as_ref(), self.modern);
+        let read = note_request(obs, &body, &self.settings.denied_tool);
+        let mut headers = standard_headers(self.url, self.settings, self.handshake, None);
+        if let Some(version) = self.modern {
             // What a conforming modern client sends with this body; the case may override or
             // remove any of it.
             headers.push(("mcp-protocol-version".into(), version.to_string()));
@@ -221,7 +270,7 @@ pub(super) async fn run_http(
             }
         }
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
-        let has_body = !body.is_empty() || matches!(method.as_str(), "POST" | "PUT" | "PATCH");
+        let has_body = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
         if !has_body {
             headers.retain(|(k, _)| k != "content-type");
         }
@@ -253,68 +302,53 @@ pub(super) async fn run_http(
             .find(|(k, _)| k == "accept")
             .map(|(_, v)| v.clone());
         Wire::Request {
-            method: method.clone(),
+            method: method.to_string(),
             path: req
                 .path
                 .as_ref()
-                .map_or_else(|| url.path.clone(), |p| ph.apply(p)),
+                .map_or_else(|| self.url.path.clone(), |p| ph.apply(p)),
             headers,
             body,
             chunked: req.chunked,
         }
+    }
+}
+
+/// What the answer says: messages and garbage, the first bytes, trailing answers on the same
+/// connection, the text the oracles scan (body, trailing bytes, headers), and the HTTP facts.
+fn read_response(obs: &mut Observation, resp: &HttpResponse) {
+    let (msgs, garbage) = http_messages(resp);
+    obs.messages = msgs;
+    obs.garbage = garbage;
+    obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
+    let mut scan =
+        String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
+    if !resp.trailing.is_empty() {
+        scan.push('\n');
+        scan.push_str(&String::from_utf8_lossy(&resp.trailing));
+        obs.trailing_answers = trailing_answers(&resp.trailing);
+    }
+    for (k, v) in &resp.headers {
+        scan.push('\n');
+        scan.push_str(k);
+        scan.push_str(": ");
+        scan.push_str(v);
+    }
+    obs.scan_text = scan;
+    obs.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
+        Ending::TimedOut
+    } else {
+        Ending::Answered
     };
-    if req.raw_http.is_some() {
-        obs.expects_response = true;
-    }
-    let mark = witness.map(WitnessView::mark);
-    match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
-        Ok(resp) => {
-            let (msgs, garbage) = http_messages(&resp);
-            obs.messages = msgs;
-            obs.garbage = garbage;
-            obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
-            let mut scan =
-                String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
-            if !resp.trailing.is_empty() {
-                scan.push('\n');
-                scan.push_str(&String::from_utf8_lossy(&resp.trailing));
-                obs.trailing_answers = trailing_answers(&resp.trailing);
-            }
-            for (k, v) in &resp.headers {
-                scan.push('\n');
-                scan.push_str(k);
-                scan.push_str(": ");
-                scan.push_str(v);
-            }
-            obs.scan_text = scan;
-            obs.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
-                Ending::TimedOut
-            } else {
-                Ending::Answered
-            };
-            obs.http = Some(HttpSeen {
-                status: resp.status,
-                content_type: resp.content_type(),
-                headers: resp.headers.clone(),
-                body_len: resp.body.len(),
-                truncated: resp.truncated,
-                timed_out: resp.timed_out,
-                cut_short: resp.cut_short,
-                body_sent: resp.body_sent,
-                answered_after: resp.answered_after,
-            });
-        }
-        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
-        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
-        Err(_) => obs.ending = Ending::Closed,
-    }
-    if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(w.since(mark));
-    }
-    if check_alive {
-        let (alive, detail) = http_probe(url, settings).await;
-        obs.alive = Some(alive);
-        obs.alive_detail = detail;
-    }
-    obs
+    obs.http = Some(HttpSeen {
+        status: resp.status,
+        content_type: resp.content_type(),
+        headers: resp.headers.clone(),
+        body_len: resp.body.len(),
+        truncated: resp.truncated,
+        timed_out: resp.timed_out,
+        cut_short: resp.cut_short,
+        body_sent: resp.body_sent,
+        answered_after: resp.answered_after,
+    });
 }
