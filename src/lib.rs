@@ -20,6 +20,8 @@ pub mod run;
 pub mod settings;
 mod sync;
 pub mod target;
+#[cfg(test)]
+mod testing;
 pub mod transport;
 pub mod trial;
 pub mod verdict;

@@ -396,21 +396,17 @@ mod tests {
     /// the same table, each with its own code (the oracle does not trust theirs).
     #[test]
     fn accept_headers_follow_the_shared_table() {
-        let table: Value = serde_json::from_str(include_str!(
-            "../../reference-gate/fixtures/accept-headers.json"
-        ))
-        .expect("the table is JSON");
-        let rows = table["rows"].as_array().expect("rows");
-        assert!(rows.len() >= 20);
-        for row in rows {
-            let accept = row["accept"].as_str().expect("accept");
-            for (ty, key) in [("application/json", "json"), ("text/event-stream", "sse")] {
-                assert_eq!(
-                    media_accepted(accept, ty),
-                    row[key].as_bool().expect("bool"),
-                    "Accept: {accept:?} and {ty}"
-                );
-            }
+        for (accept, json, sse) in crate::testing::accept_rows() {
+            assert_eq!(
+                media_accepted(&accept, "application/json"),
+                json,
+                "{accept:?}"
+            );
+            assert_eq!(
+                media_accepted(&accept, "text/event-stream"),
+                sse,
+                "{accept:?}"
+            );
         }
     }
 
