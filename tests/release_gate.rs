@@ -19,6 +19,7 @@ const FAULT_ONLY: &[&str] = &[
     "loosen_envelope",
     "batch_fault",
     "with_faults",
+    "FAULT_HEADERS",
     reference_gate::faults::FAULTS_MARKER,
 ];
 

@@ -314,7 +314,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
 }
 
 /// One judgement in progress: the case, what was seen, the expectation in force, and the
-/// findings so far. Each oracle family is a method (in `answer.rs`, `shape.rs`,
+/// findings so far. Each oracle family is a method (in `answer.rs`, `shape.rs`, `canary.rs`,
 /// `forwarded.rs`, `effects.rs` and `leak.rs`).
 struct Judge<'a> {
     case: &'a Case,

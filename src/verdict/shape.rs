@@ -123,7 +123,8 @@ pub const KNOWN_VERSIONS: &[&str] = &[
 /// Written here, apart from the witness's own check, so the oracle does not trust the code it
 /// judges.
 /// RFC 9110 section 12.5.1: the most specific range that matches decides (exact 3, `type/*` 2,
-/// `*/*` 1), by its weight; 0, less, or an unreadable weight refuses.
+/// `*/*` 1), the heaviest among equals, by its weight; 0, a weight that is not a qvalue, or two
+/// weights refuse.
 pub fn media_accepted(accept: &str, ct: &str) -> bool {
     let ct_type = ct.split('/').next().unwrap_or("");
     let ranked = accept.split(',').filter_map(|item| {
@@ -138,12 +139,16 @@ pub fn media_accepted(accept: &str, ct: &str) -> bool {
         } else {
             return None;
         };
-        let q = match parts.find_map(|p| {
+        let mut qs = parts.filter_map(|p| {
             p.split_once('=')
                 .filter(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-        }) {
-            None => 1.0,
-            Some((_, v)) => v.trim().parse::<f32>().unwrap_or(0.0),
+                .map(|(_, v)| v.trim())
+        });
+        let q = match (qs.next(), qs.next()) {
+            (None, _) => 1.0,
+            (Some(v), None) => qvalue_weight(v),
+            // Two weights for one range: none of them holds.
+            (Some(_), Some(_)) => 0.0,
         };
         Some((rank, q))
     });
@@ -151,6 +156,29 @@ pub fn media_accepted(accept: &str, ct: &str) -> bool {
     ranked
         .max_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
         .is_some_and(|(_, q)| q > 0.0)
+}
+
+/// The weight a qvalue (RFC 9110 section 12.4.2) gives: its value when it is one (`0` to `1`,
+/// three decimals at most), else 0.
+fn qvalue_weight(v: &str) -> f32 {
+    let bytes = v.as_bytes();
+    let decimals_ok = |rest: &[u8], only_zeros: bool| {
+        rest.len() <= 3
+            && rest
+                .iter()
+                .all(|b| b.is_ascii_digit() && (!only_zeros || *b == b'0'))
+    };
+    let ok = match bytes {
+        [b'0'] | [b'1'] => true,
+        [b'0', b'.', rest @ ..] => decimals_ok(rest, false),
+        [b'1', b'.', rest @ ..] => decimals_ok(rest, true),
+        _ => false,
+    };
+    if ok {
+        v.parse().unwrap_or(0.0)
+    } else {
+        0.0
+    }
 }
 
 /// Violations of the JSON-RPC and transport rules every answer obeys.

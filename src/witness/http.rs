@@ -799,9 +799,26 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     admits(&values.join(","), wanted)
 }
 
+/// A weight as RFC 9110 section 12.4.2 writes it: `0` or `1`, with at most three decimals
+/// (`1` only with zeros).
+fn weight_of(v: &str) -> Option<f32> {
+    let mut halves = v.splitn(2, '.');
+    let int = halves.next()?;
+    let dec = halves.next().unwrap_or("");
+    if dec.len() > 3 || dec.chars().any(|c| !c.is_ascii_digit()) {
+        return None;
+    }
+    match int {
+        "0" => format!("0.{dec}0").parse().ok(),
+        "1" if dec.chars().all(|c| c == '0') => Some(1.0),
+        _ => None,
+    }
+}
+
 /// Whether an `Accept` value admits the media type `wanted` (lower case): of the ranges that
-/// match it, the most specific (exact, then `type/*`, then `*/*`) decides, by its weight `q`
-/// (default 1; 0 or less refuses). Names compare without case (RFC 9110 section 12.5.1).
+/// match it, the most specific (exact, then `type/*`, then `*/*`) decides, the heaviest among
+/// equals, by its weight `q` (default 1; 0, a weight that is not one, or two weights refuse).
+/// Names compare without case (RFC 9110 section 12.5.1).
 /// Tested against the table the gate and the oracle share (`accept-headers.json`).
 fn admits(accept: &str, wanted: &str) -> bool {
     let family = format!("{}/*", wanted.split('/').next().unwrap_or(""));
@@ -815,11 +832,17 @@ fn admits(accept: &str, wanted: &str) -> bool {
             "*/*" => 1,
             _ => continue,
         };
-        let weight = parts
+        let given: Vec<&str> = parts
             .filter_map(|p| p.split_once('='))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
-            .map_or(Some(1.0), |(_, v)| v.trim().parse::<f32>().ok())
-            .unwrap_or(0.0);
+            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map(|(_, v)| v.trim())
+            .collect();
+        let weight = match given.as_slice() {
+            [] => 1.0,
+            [one] => weight_of(one).unwrap_or(0.0),
+            // A weight given twice is no weight.
+            _ => 0.0,
+        };
         if decisive.is_none_or(|(r, w)| rank > r || (rank == r && weight > w)) {
             decisive = Some((rank, weight));
         }

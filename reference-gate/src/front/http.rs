@@ -377,10 +377,24 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     admits(&values.join(","), wanted)
 }
 
+/// An RFC 9110 qvalue (section 12.4.2: `0` to `1`, at most three decimals), or `None`.
+fn qvalue(text: &str) -> Option<f32> {
+    let text = text.trim();
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    let digits = frac.len() <= 3 && frac.bytes().all(|b| b.is_ascii_digit());
+    let valid = digits && (whole == "0" || (whole == "1" && frac.bytes().all(|b| b == b'0')));
+    if valid {
+        text.parse().ok()
+    } else {
+        None
+    }
+}
+
 /// Whether an `Accept` value admits the media type `wanted` (lower case). RFC 9110 section
 /// 12.5.1: names compare without case; among the ranges matching `wanted` the most specific
-/// decides (the type itself, then `type/*`, then `*/*`); its `q` (1 when absent) must be above
-/// 0, and an unreadable `q` refuses. Checked against `fixtures/accept-headers.json`, the table
+/// decides (the type itself, then `type/*`, then `*/*`), the highest weight among equals; its
+/// `q` (1 when absent) must be above 0, and a `q` that is not a qvalue, or one given twice,
+/// refuses. Checked against `fixtures/accept-headers.json`, the table
 /// the suite's witness and oracle are checked against too.
 pub(crate) fn admits(accept: &str, wanted: &str) -> bool {
     let (wanted_type, _) = wanted.split_once('/').unwrap_or((wanted, ""));
@@ -402,14 +416,16 @@ pub(crate) fn admits(accept: &str, wanted: &str) -> bool {
         } else {
             continue;
         };
-        let mut q = 1.0f32;
-        for p in params {
-            if let Some((k, v)) = p.split_once('=') {
-                if k.trim().eq_ignore_ascii_case("q") {
-                    q = v.trim().parse().unwrap_or(0.0);
-                }
-            }
-        }
+        // One `q` that is a qvalue, or none (1); a `q` given twice or not a qvalue refuses.
+        let mut weights = params
+            .filter_map(|p| p.split_once('='))
+            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map(|(_, v)| qvalue(v));
+        let q = match (weights.next(), weights.next()) {
+            (None, _) => 1.0,
+            (Some(Some(q)), None) => q,
+            _ => 0.0,
+        };
         best = match best {
             Some((s, bq)) if s > specificity || (s == specificity && bq >= q) => best,
             _ => Some((specificity, q)),
