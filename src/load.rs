@@ -358,7 +358,11 @@ pub fn load(opts: LoadOptions) -> Result<Vec<LaneLoad>, RunError> {
     let mut out = Vec::new();
     for lane in &opened.lanes {
         if let Some(endpoint) = loadable(lane, opened.tmp()) {
-            out.push(opened.rt.block_on(load_lane(&endpoint, &lane.kind, &opts)));
+            out.push(
+                opened
+                    .rt
+                    .block_on(load_lane(&endpoint, &lane.kind(), &opts)),
+            );
         }
     }
     Ok(out)

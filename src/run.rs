@@ -6,7 +6,7 @@
 use crate::case::{Case, Catalogue, Profile};
 pub use crate::error::RunError;
 use crate::report::baseline::{Baseline, Decision};
-use crate::report::{self, Collector, Record, RunInfo, TrialVerdict};
+use crate::report::{self, Collector, Record, RunInfo, RunProfile, TrialVerdict};
 use crate::settings::Settings;
 pub use crate::target::Target;
 use crate::target::{self, Lane, Restarts};
@@ -137,9 +137,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let info = RunInfo {
         target: opened.name.clone(),
         profile: match &opts.target {
-            Target::Embedded => "server and gate".into(),
-            Target::Gate { .. } | Target::GateStdio { .. } => Profile::Gate.as_str().into(),
-            _ => opts.profile.as_str().into(),
+            Target::Embedded => RunProfile::ServerAndGate,
+            Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
+            _ => RunProfile::One(opts.profile),
         },
         spec: picked.versions.join(","),
         strict: opts.strict,
@@ -236,7 +236,7 @@ fn plan(
                 continue;
             }
             let ordinal = trials.len();
-            let (name, kind) = (case.id.clone(), lane.kind.clone());
+            let (name, kind) = (case.id.clone(), lane.kind());
             if !applies(case, &lane, &settings) {
                 shared.collector.push(ordinal, lane.record(case, None, 0));
                 trials.push(
@@ -319,7 +319,7 @@ impl OneTrial {
             Decision::Stale => {
                 let text = format!(
                     "[{}] {}: listed in the baseline as a known failure, but it passes now: remove it from the baseline",
-                    lane.kind, case.id
+                    lane.kind(), case.id
                 );
                 record.verdict = TrialVerdict::Stale;
                 record.explanation = Some(text.clone());

@@ -49,8 +49,6 @@ pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.j
 pub struct Lane {
     pub transport: TransportKind,
     pub profile: Profile,
-    /// Shown before the case id: `[http]`, `[gate/stdio]`…
-    pub kind: String,
     pub endpoint: Endpoint,
     /// Where the runner reads what reached the witness, when it is shared by the lane's cases.
     pub witness: Option<WitnessView>,
@@ -117,7 +115,6 @@ impl Lane {
     /// wrapped-denied family.
     fn behind(mut self, personality: Personality) -> Lane {
         if personality != Personality::Strict {
-            self.kind = format!("{}@{}", self.kind, personality.as_str());
             self.downstream = Some(personality);
             self.families = PERSONALITY_FAMILIES.to_vec();
         }
@@ -141,13 +138,6 @@ impl Drop for Keep {
         for t in &self.tasks {
             t.abort();
         }
-    }
-}
-
-fn kind(transport: TransportKind, profile: Profile) -> String {
-    match profile {
-        Profile::Server => transport.as_str().to_string(),
-        Profile::Gate => format!("gate/{}", transport.as_str()),
     }
 }
 
@@ -338,7 +328,6 @@ pub fn plain_lane(
     Lane {
         transport,
         profile,
-        kind: kind(transport, profile),
         endpoint,
         witness,
         downstream: None,
@@ -424,9 +413,6 @@ pub fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
             lane.version = v.clone();
             lane.stateless = picked.stateless && lane.transport == TransportKind::Http;
             lane.version_in_name = several;
-            if several {
-                lane.kind = format!("{} {v}", lane.kind);
-            }
             out.push(lane);
         }
     }
@@ -642,7 +628,7 @@ impl Restarts {
         if died.is_none() {
             eprintln!(
                 "the target {when}: [{}] {case_id}; this trial fails with the evidence",
-                lane.kind
+                lane.kind()
             );
             *died = Some(case_id.to_string());
         }
@@ -664,12 +650,24 @@ impl Restarts {
 }
 
 impl Lane {
+    /// Its name, shown before the case id: `[http]`, `[gate/stdio@first-wins]`,
+    /// `[http 2025-06-18]`…
+    pub fn kind(&self) -> String {
+        crate::report::LaneName {
+            profile: self.profile,
+            transport: self.transport,
+            downstream: self.downstream.map(Personality::as_str),
+            version: self.version_in_name.then_some(self.version.as_str()),
+        }
+        .to_string()
+    }
+
     /// Why a trial on this lane is not run: its target died earlier and was not brought back.
     pub fn down(&self) -> Option<String> {
         let killer = crate::sync::lock(&self.died_during).clone()?;
         Some(format!(
             "not run: the target stopped accepting connections after [{}] {killer}",
-            self.kind
+            self.kind()
         ))
     }
 }

@@ -281,7 +281,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         let (best, best_expl) = shrink(rt, model, explanation, lane, &opts.settings)?;
         if findings
             .iter()
-            .any(|f| f.model == best && f.lane == lane.kind)
+            .any(|f| f.model == best && f.lane == lane.kind())
         {
             continue;
         }
@@ -294,14 +294,14 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         };
         say(format!(
             "FINDING at iteration {iterations} on [{}]: {best:?}{}",
-            lane.kind,
+            lane.kind(),
             saved
                 .as_ref()
                 .map(|p| format!(" (saved as {})", p.display()))
                 .unwrap_or_default()
         ));
         findings.push(FuzzFinding {
-            lane: lane.kind.clone(),
+            lane: lane.kind(),
             model: best,
             case_json: text,
             saved,

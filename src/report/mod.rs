@@ -148,7 +148,7 @@ struct Report<'a> {
     format: &'static str,
     tool_version: &'static str,
     target: &'a str,
-    profile: &'a str,
+    profile: String,
     spec: &'a str,
     strict: bool,
     summary: Summary,
@@ -159,7 +159,7 @@ struct Report<'a> {
 #[derive(Debug, Clone)]
 pub struct RunInfo {
     pub target: String,
-    pub profile: String,
+    pub profile: RunProfile,
     pub spec: String,
     pub strict: bool,
 }
@@ -171,7 +171,7 @@ pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
         format: REPORT_FORMAT,
         tool_version: env!("CARGO_PKG_VERSION"),
         target: &info.target,
-        profile: &info.profile,
+        profile: info.profile.to_string(),
         spec: &info.spec,
         strict: info.strict,
         summary: Summary {
@@ -218,35 +218,58 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
     out
 }
 
-/// A lane's name: `http`, `gate/stdio`, `gate/http@first-wins`, `http 2025-06-18` (in a run
-/// over several versions)…
-fn lane_name(
-    profile: Profile,
-    transport: TransportKind,
-    downstream: Option<&str>,
-    version: Option<&str>,
-) -> String {
-    let base = match profile {
-        Profile::Server => transport.as_str().to_string(),
-        Profile::Gate => format!("gate/{}", transport.as_str()),
-    };
-    let base = match downstream {
-        Some(d) => format!("{base}@{d}"),
-        None => base,
-    };
-    match version {
-        Some(v) => format!("{base} {v}"),
-        None => base,
+/// The profiles a run judged by: one, or both (the embedded default runs server and gate lanes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunProfile {
+    One(Profile),
+    ServerAndGate,
+}
+
+impl std::fmt::Display for RunProfile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunProfile::One(p) => f.write_str(p.as_str()),
+            RunProfile::ServerAndGate => f.write_str("server and gate"),
+        }
+    }
+}
+
+/// A lane's name, as libtest, JUnit, the matrix and stderr show it: `http`, `gate/stdio`,
+/// `gate/http@first-wins`, `http 2025-06-18` (in a run over several versions)…
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneName<'a> {
+    pub profile: Profile,
+    pub transport: TransportKind,
+    /// The personality of the witness behind a gate, when not strict.
+    pub downstream: Option<&'a str>,
+    /// The version, when the run has lanes for several.
+    pub version: Option<&'a str>,
+}
+
+impl std::fmt::Display for LaneName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.profile == Profile::Gate {
+            f.write_str("gate/")?;
+        }
+        f.write_str(self.transport.as_str())?;
+        if let Some(d) = self.downstream {
+            write!(f, "@{d}")?;
+        }
+        if let Some(v) = self.version {
+            write!(f, " {v}")?;
+        }
+        Ok(())
     }
 }
 
 fn kind_of(r: &Record) -> String {
-    lane_name(
-        r.profile,
-        r.transport,
-        r.downstream.as_deref(),
-        r.lane_version.as_deref(),
-    )
+    LaneName {
+        profile: r.profile,
+        transport: r.transport,
+        downstream: r.downstream.as_deref(),
+        version: r.lane_version.as_deref(),
+    }
+    .to_string()
 }
 
 /// Text safe inside XML (attributes or content): escaped, control characters dropped.
@@ -428,12 +451,13 @@ fn lane_of(row: &ReportRow, versioned: bool) -> String {
         (None, true) => Some(row.version.as_str()),
         (None, false) => None,
     };
-    lane_name(
-        row.profile,
-        row.transport,
-        row.downstream.as_deref(),
+    LaneName {
+        profile: row.profile,
+        transport: row.transport,
+        downstream: row.downstream.as_deref(),
         version,
-    )
+    }
+    .to_string()
 }
 
 impl Matrix {
