@@ -226,7 +226,10 @@ fn quoted_requirement_ids_exist() {
             }
         }
     }
-    assert!(checked >= 10, "only {checked} requirement IDs found in the documents");
+    assert!(
+        checked >= 10,
+        "only {checked} requirement IDs found in the documents"
+    );
     assert!(unknown.is_empty(), "unknown requirement IDs: {unknown:?}");
 }
 
