@@ -13,6 +13,7 @@ pub mod error;
 pub mod exit;
 pub mod fuzz;
 pub mod load;
+pub mod mapping;
 pub mod reading;
 pub mod record;
 pub mod report;

@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand};
 use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
-use mcp_gauntlet::settings::{DenyStyle, Settings};
+use mcp_gauntlet::settings::{CodeTable, DenyStyle, Settings};
 use mcp_gauntlet::transport::tls::TlsOptions;
 use mcp_gauntlet::versions::Spec;
 use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
@@ -288,9 +288,34 @@ struct RunArgs {
     /// The tool the target must refuse to run (the canary).
     #[arg(long, default_value = witness::CANARY_TOOL)]
     denied_tool: String,
-    /// A harmless tool taking {"text": string}.
+    /// A harmless tool taking {"text": string} (see --allowed-arg).
     #[arg(long, default_value = "echo")]
     allowed_tool: String,
+    /// The argument the allowed tool takes its text in (the reference server's `echo` takes
+    /// `message`).
+    #[arg(long, default_value = "text")]
+    allowed_arg: String,
+    /// How a gate that renames tools names them: a template with `{tool}` (the downstream
+    /// tool's own name) and `{server}` (--tool-server), e.g. `lab_{tool}` or `{server}__{tool}`.
+    /// The cases call tools by that name; what reaches the witness keeps the tools' own names.
+    #[arg(long, value_name = "TEMPLATE")]
+    tool_name: Option<String>,
+    /// `{server}` in --tool-name and --meta-arguments.
+    #[arg(long, value_name = "NAME", default_value = "witness")]
+    tool_server: String,
+    /// A gate that exposes its tools through one meta-tool: every tool call of the cases
+    /// becomes a call of this tool, with the arguments --meta-arguments makes.
+    #[arg(long, value_name = "TOOL")]
+    meta_tool: Option<String>,
+    /// The meta-tool's arguments, a JSON object: one top-level member "{tool}" (the tool's name,
+    /// after --tool-name), one "{arguments}" (its arguments), `{server}` in any string.
+    #[arg(
+        long,
+        value_name = "JSON",
+        requires = "meta_tool",
+        default_value = r#"{"tool": "{tool}", "arguments": "{arguments}"}"#
+    )]
+    meta_arguments: String,
     /// Text the denied tool answers when it runs, if it says one (empty: none). Without it the
     /// canary is still judged by the protocol: a successful result to a call of --denied-tool,
     /// or any result to a request smuggled behind another, means it ran.
@@ -304,6 +329,22 @@ struct RunArgs {
     /// (a tool result with isError: true, as some gates do); either runs nothing.
     #[arg(long, default_value = "error", value_parser = parse_deny_style)]
     deny_style: DenyStyle,
+    /// The gate's error table, when it is known: `reference` (the reference gate's, -32600,
+    /// -32001, -32002, and -32600, -31001, -31002 from 2026-07-28 on) or
+    /// MALFORMED,DENIED,DOWNSTREAM for every version. Then a gate's exact answers are judged
+    /// (each case's narrower set, its codes from the table); without it a gate is judged
+    /// fail-closed: any refusal passes when nothing was forwarded or run.
+    #[arg(long, value_name = "TABLE", value_parser = parse_gate_codes, allow_hyphen_values = true)]
+    gate_codes: Option<(CodeTable, CodeTable)>,
+    /// The table for 2026-07-28 and later (MALFORMED,DENIED,DOWNSTREAM), when it differs from
+    /// --gate-codes.
+    #[arg(
+        long,
+        value_name = "TABLE",
+        requires = "gate_codes",
+        allow_hyphen_values = true
+    )]
+    gate_modern_codes: Option<CodeTable>,
     /// HTTP targets: a command (one string, run with `sh -c`) that restarts the target after a
     /// case killed it; the runner waits until the URL accepts connections again. Without it the
     /// trials after the death are not run (shown as ignored, with the case that killed it).
@@ -415,6 +456,16 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 
 fn parse_deny_style(s: &str) -> Result<DenyStyle, String> {
     s.parse()
+}
+
+/// `--gate-codes`: `reference`, or one table for every version. The legacy table, then the
+/// modern one.
+fn parse_gate_codes(s: &str) -> Result<(CodeTable, CodeTable), String> {
+    if s == "reference" {
+        return Ok((CodeTable::LEGACY, CodeTable::MODERN));
+    }
+    let table: CodeTable = s.parse()?;
+    Ok((table, table))
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -605,6 +656,20 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
     let (target, profile) = args
         .target
         .resolve(args.witness_log, args.profile, args.tls);
+    // A mapping that cannot be used is a command line not understood.
+    let mapping = match mcp_gauntlet::mapping::CallMapping::new(
+        args.tool_name.as_deref(),
+        &args.tool_server,
+        args.meta_tool
+            .as_deref()
+            .map(|t| (t, args.meta_arguments.as_str())),
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     let opts = RunOptions {
         target,
         profile,
@@ -614,9 +679,19 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         settings: Settings {
             denied_tool: args.denied_tool,
             allowed_tool: args.allowed_tool,
+            allowed_arg: args.allowed_arg,
+            mapping,
             canary_text: args.canary_text,
             canary_log: args.canary_log,
             deny_style: args.deny_style,
+            codes: args
+                .gate_codes
+                .map_or(CodeTable::LEGACY, |(legacy, _)| legacy),
+            modern_codes: args
+                .gate_modern_codes
+                .or(args.gate_codes.map(|(_, modern)| modern))
+                .unwrap_or(CodeTable::MODERN),
+            exact_codes: args.gate_codes.is_some(),
             auth_tokens,
             scoped_tool: inputs.scoped_tool,
             ..args.exchange.settings()

@@ -160,11 +160,14 @@ fn load_catalogue(opts: &RunOptions) -> Result<Catalogue, RunError> {
     Ok(catalogue)
 }
 
-/// The run's settings: `--header` values added, and the good token (when there is one and no
+/// The run's settings: the reference gate's table known for the embedded default, `--header`
+/// values added, and the good token (when there is one and no
 /// `Authorization` header was given) on every request, handshakes and probes too; `auth/`
 /// cases replace or remove it.
 fn run_settings(opts: &RunOptions) -> Result<Settings, RunError> {
     let mut settings = opts.settings.clone();
+    // The embedded default's gate is the reference gate: its table is known.
+    settings.exact_codes |= opts.target.runs_the_reference_gate();
     for h in &opts.headers {
         settings.extra_headers.push(parse_header(h)?);
     }
@@ -259,13 +262,15 @@ fn plan(
     trials
 }
 
-/// Whether `case` runs on `lane` at the settings' version with the run's credentials.
+/// Whether `case` runs on `lane` at the settings' version with the run's credentials, and its
+/// tool calls can be spelled through the run's call mapping.
 fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
     case.applies_to_transport(lane.transport)
         && case.applies_to_profile(lane.profile)
         && case.applies_to_version(&settings.spec_version)
         && !(case.spec.stateful && lane.stateless)
         && settings.has_auth(case.spec.auth)
+        && settings.mapping.can_send(&case.spec)
 }
 
 /// One (case, lane) trial with what it needs to run on any thread.

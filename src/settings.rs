@@ -41,6 +41,28 @@ impl CodeTable {
     }
 }
 
+impl std::str::FromStr for CodeTable {
+    type Err = String;
+    /// `MALFORMED,DENIED,DOWNSTREAM`, three JSON-RPC error codes (`-32600,-32001,-32002`).
+    fn from_str(s: &str) -> Result<CodeTable, String> {
+        let codes: Vec<i64> = s
+            .split(',')
+            .map(|c| c.trim().parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("`{s}`: expected three integers, MALFORMED,DENIED,DOWNSTREAM"))?;
+        match codes[..] {
+            [malformed, denied, downstream] => Ok(CodeTable {
+                malformed,
+                denied,
+                downstream,
+            }),
+            _ => Err(format!(
+                "`{s}`: expected three codes, MALFORMED,DENIED,DOWNSTREAM"
+            )),
+        }
+    }
+}
+
 /// Settings that do not change from case to case.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -58,8 +80,15 @@ pub struct Settings {
     /// request has not been answered yet (servers that answer concurrently may answer the
     /// barrier first); the window itself is learned per target (`pacing`).
     pub settle: Duration,
+    /// The downstream's tool that must never run, and a harmless one, by their own names (what
+    /// the witness behind a gate knows them as).
     pub denied_tool: String,
     pub allowed_tool: String,
+    /// The argument the allowed tool takes its text in (`--allowed-arg`; `text` for the
+    /// witness's `echo`, `message` for the reference server's).
+    pub allowed_arg: String,
+    /// How the target spells a call of a tool (`--tool-name`, `--meta-tool`).
+    pub mapping: crate::mapping::CallMapping,
     /// A file the target appends to when its denied tool runs (`--canary-log`): its growth
     /// during a case is an execution.
     pub canary_log: Option<std::path::PathBuf>,
@@ -72,6 +101,12 @@ pub struct Settings {
     /// …and for 2026-07-28 and later, where -32000..-32019 are legacy and -32020..-32099 the
     /// specification's own: a gate's codes lie outside the JSON-RPC reserved range.
     pub modern_codes: CodeTable,
+    /// Whether the gate's error table is known: the embedded default (the reference gate), or
+    /// a table given with `--gate-codes`. Only then are a gate's exact answers judged (each
+    /// case's `gate`/`strict` set, its codes from the table); otherwise a gate is judged
+    /// fail-closed: nothing forwarded, nothing run, alive, nothing leaked, and a refusal of
+    /// some kind (`--strict` judges exactly too, with the reference table).
+    pub exact_codes: bool,
     /// The tokens `auth/` cases name (`token_good`, `token_expired`, ...), from the run's auth
     /// inputs; secrets, like `extra_headers`.
     pub auth_tokens: Vec<(&'static str, String)>,
@@ -123,11 +158,14 @@ impl Default for Settings {
             settle: Duration::from_millis(5000),
             denied_tool: crate::canary::CANARY_TOOL.into(),
             allowed_tool: "echo".into(),
+            allowed_arg: "text".into(),
+            mapping: crate::mapping::CallMapping::default(),
             canary_log: None,
             canary_text: crate::canary::CANARY_MARKER.into(),
             deny_style: DenyStyle::Error,
             codes: CodeTable::LEGACY,
             modern_codes: CodeTable::MODERN,
+            exact_codes: false,
             auth_tokens: Vec::new(),
             scoped_tool: None,
         }

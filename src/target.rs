@@ -41,6 +41,14 @@ pub enum Target {
     },
 }
 
+impl Target {
+    /// Whether the gate lanes are the reference gate, whose error table is known (the embedded
+    /// default); any other gate is judged fail-closed unless `--gate-codes` gives its table.
+    pub fn runs_the_reference_gate(&self) -> bool {
+        matches!(self, Target::Embedded)
+    }
+}
+
 /// The witness policy the embedded gate runs with (also `fixtures/gate/witness-policy.json`).
 pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.json");
 

@@ -47,14 +47,16 @@ impl Judging<'_> {
             placeholders: exchange::base_placeholders(settings),
             canary_text: settings.canary_text.clone(),
             deny_style: settings.deny_style,
+            exact_codes: settings.exact_codes,
         }
     }
 
     /// Send `case` over `lane` and judge what came back. A lane whose cases read a shared witness
     /// record is held for the exchange, so each case sees only its own part of the record.
     pub async fn run(&self, case: &Case, lane: &Lane) -> Judged {
+        let context = self.context(case, lane);
         let check_alive = case
-            .expectation(lane.profile, self.strict, &self.settings.spec_version)
+            .expectation(lane.profile, context.narrows(), &context.version)
             .alive
             .unwrap_or(true);
         let observation = {
@@ -71,7 +73,7 @@ impl Judging<'_> {
             )
             .await
         };
-        let verdict = verdict::judge(case, &observation, &self.context(case, lane));
+        let verdict = verdict::judge(case, &observation, &context);
         Judged {
             observation,
             verdict,

@@ -127,6 +127,8 @@ fn gate_failing(defect: Defect) -> Vec<Failing> {
     let mut args: Vec<String> = [
         "--profile",
         "gate",
+        "--gate-codes",
+        "reference",
         "--http",
         url.as_str(),
         "--witness-log",

@@ -189,6 +189,8 @@ fn gate_target_with_client_credentials() {
         &[
             "--gate",
             &gate,
+            "--gate-codes",
+            "reference",
             "--header",
             "Authorization: Bearer gauntlet-client-secret-1234",
         ],

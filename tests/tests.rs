@@ -10,6 +10,7 @@ mod fuzz;
 mod gate;
 mod hostile;
 mod load;
+mod mapping;
 mod release_gate;
 mod reports;
 mod tidy;

@@ -285,6 +285,8 @@ fn the_gate_serves_tls_and_forwards_to_an_https_downstream_it_trusts() {
         &[
             "--profile",
             "gate",
+            "--gate-codes",
+            "reference",
             "--http",
             gate.url.as_str(),
             "--ca",
@@ -314,6 +316,8 @@ fn the_gate_forwards_nothing_to_a_downstream_it_does_not_trust() {
     let args = [&[
         "--profile",
         "gate",
+        "--gate-codes",
+        "reference",
         "--http",
         gate.url.as_str(),
         "--ca",

@@ -35,6 +35,12 @@ pub const PLACEHOLDERS: &[&str] = &[
     "code_downstream",
     "scoped_tool",
     "auth_header",
+    "allowed_arg",
+    "denied_tool_escaped",
+    "meta_tool",
+    "meta_tool_key",
+    "meta_arguments_key",
+    "meta_arguments_open",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -169,14 +175,15 @@ impl Case {
             .is_none_or(|r| r.contains(version))
     }
 
-    /// The acceptable set in force: `expect`, narrowed under the gate profile by `gate` (or,
-    /// without one, `strict`), and under `--strict` by `strict`; then, when `version` is modern,
-    /// with `modern`'s keys in force over all of them.
-    pub fn expectation(&self, profile: Profile, strict: bool, version: &str) -> Expect {
+    /// The acceptable set in force: `expect`, narrowed when `narrows` (`--strict`, or a gate
+    /// whose error table is known) by `gate` (or, without one, `strict`) under the gate profile
+    /// and by `strict` under the server profile; then, when `version` is modern, with
+    /// `modern`'s keys in force over all of them.
+    pub fn expectation(&self, profile: Profile, narrows: bool, version: &str) -> Expect {
         let narrower = match profile {
+            _ if !narrows => None,
             Profile::Gate => self.spec.gate.as_ref().or(self.spec.strict.as_ref()),
-            Profile::Server if strict => self.spec.strict.as_ref(),
-            Profile::Server => None,
+            Profile::Server => self.spec.strict.as_ref(),
         };
         let expect = match narrower {
             Some(n) => self.spec.expect.narrowed_by(n),
@@ -486,7 +493,23 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     validate_body(path, &spec.request)?;
     validate_expectations(path, spec)?;
     validate_version_keys(path, spec)?;
-    validate_placeholders(path, text)
+    validate_placeholders(path, text)?;
+    validate_mapping(path, text, spec)
+}
+
+/// The meta-tool's placeholders are known only under a meta-tool mapping: a case that uses them
+/// says it is written for one (`"mapping": "meta-tool"`).
+fn validate_mapping(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    let uses_meta = ["{{meta_tool", "{{meta_arguments"]
+        .iter()
+        .any(|p| text.contains(p));
+    if uses_meta && spec.mapping != Some(MappingNeed::MetaTool) {
+        return Err(invalid(
+            path,
+            "the meta-tool placeholders need `\"mapping\": \"meta-tool\"`",
+        ));
+    }
+    Ok(())
 }
 
 /// Title, cited requirement IDs (known ones, reported where they are written), transports,

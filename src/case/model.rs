@@ -116,6 +116,13 @@ pub enum AuthNeed {
     Scope,
 }
 
+/// The call mapping a case is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MappingNeed {
+    MetaTool,
+}
+
 /// What a `WWW-Authenticate` answer must hold: a `Bearer` challenge (RFC 6750 section 3), and
 /// of its parameters what is given here.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -160,6 +167,12 @@ pub struct CaseSpec {
     /// `scope`: a good token and a tool its scopes do not cover (`--auth-scoped-tool`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthNeed>,
+    /// A case written for one kind of call mapping (`meta-tool`: a gate that exposes its tools
+    /// through a meta-tool): it spells the meta-tool's arguments itself (`{{meta_tool}}`,
+    /// `{{meta_tool_key}}`, `{{meta_arguments_key}}`, `{{meta_arguments_open}}`) and applies
+    /// only when the run names one (`--meta-tool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<MappingNeed>,
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]

@@ -235,6 +235,8 @@ fn save(dir: &std::path::Path, id: &str, text: &str) -> Result<PathBuf, RunError
 )]
 pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
+    let mut settings = opts.settings.clone();
+    settings.exact_codes |= opts.target.runs_the_reference_gate();
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
     let picked = target::pick_versions(&opened, &opts.spec, &opts.settings);
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
@@ -266,7 +268,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         let model = Smuggle::from_bytes(&noise);
         let lane = &lanes[(iterations as usize) % lanes.len()];
         iterations += 1;
-        let Some((explanation, _)) = rt.block_on(try_model(&model, lane, &opts.settings))? else {
+        let Some((explanation, _)) = rt.block_on(try_model(&model, lane, &settings))? else {
             if last_report.elapsed() > Duration::from_secs(2) {
                 last_report = Instant::now();
                 let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -278,7 +280,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             }
             continue;
         };
-        let (best, best_expl) = shrink(rt, model, explanation, lane, &opts.settings)?;
+        let (best, best_expl) = shrink(rt, model, explanation, lane, &settings)?;
         if findings
             .iter()
             .any(|f| f.model == best && f.lane == lane.kind())

@@ -2,7 +2,7 @@
 //! challenge, error code, and the response id.
 
 use super::{is_error_result, list, show_bytes, Check, Judge, Observed, Status};
-use crate::case::{CodePattern, IdRule, Outcome};
+use crate::case::{CodePattern, IdRule, OneOrMany, Outcome};
 use crate::settings::DenyStyle;
 use serde_json::Value;
 
@@ -72,12 +72,17 @@ impl Judge<'_> {
         );
     }
 
-    /// The HTTP status is one the case accepts (not judged after a binding refusal).
-    pub(super) fn http_status(&mut self, binding_refusal: bool) {
+    /// The HTTP status is one the case accepts (not judged after a binding refusal). Judged
+    /// fail-closed, a refusal may also come as any 4xx, or as a 2xx carrying a JSON-RPC error.
+    pub(super) fn http_status(&mut self, observed: &Observed, binding_refusal: bool) {
         if let (Some(want), Some(h), false) =
             (&self.expect.http_status, &self.obs.http, binding_refusal)
         {
-            if !want.as_slice().iter().any(|p| p.matches(h.status)) {
+            let any_refusal = self.fail_closed
+                && *observed == Observed::Outcome(Outcome::Reject)
+                && ((400..500).contains(&h.status)
+                    || ((200..300).contains(&h.status) && !self.resp.is_empty()));
+            if !any_refusal && !want.as_slice().iter().any(|p| p.matches(h.status)) {
                 let message = format!(
                     "expected HTTP {}; observed HTTP {}",
                     list(want.as_slice()),
@@ -100,7 +105,13 @@ impl Judge<'_> {
     /// The first error's code is one the case names (not judged when a refusal of another
     /// form — a binding refusal, an `isError` result — was accepted).
     pub(super) fn error_code(&mut self, observed: &Observed, other_refusal: bool) {
-        let Some(want) = self.expect.error_code.clone().filter(|_| !other_refusal) else {
+        // Judged fail-closed, any code says no: the table is the gate's own.
+        let Some(want) = self
+            .expect
+            .error_code
+            .clone()
+            .filter(|_| !other_refusal && !self.fail_closed)
+        else {
             return;
         };
         let codes: Vec<i64> = want
@@ -134,11 +145,20 @@ impl Judge<'_> {
     }
 
     /// Each response's id follows one of the case's rules (the first one that does not is
-    /// reported).
-    pub(super) fn ids(&mut self) {
-        let Some(rules) = self.expect.id.clone() else {
+    /// reported). A refusal that is a tool result (`--deny-style result`) answers the request,
+    /// so it carries the request's id whatever the case says of errors; judged fail-closed, any
+    /// sane id (the request's, null or none) will do.
+    pub(super) fn ids(&mut self, result_refusal: bool) {
+        let Some(mut rules) = self.expect.id.clone() else {
             return;
         };
+        if self.fail_closed {
+            rules = OneOrMany::Many(vec![IdRule::Echo, IdRule::NullOrAbsent]);
+        } else if result_refusal && !rules.as_slice().contains(&IdRule::Echo) {
+            let mut with_echo = rules.as_slice().to_vec();
+            with_echo.push(IdRule::Echo);
+            rules = OneOrMany::Many(with_echo);
+        }
         let obs = self.obs;
         for r in self.resp.clone() {
             let id = r.get("id");

@@ -176,6 +176,17 @@ pub struct Context {
     pub canary_text: String,
     /// How a gate says no to a tool call (`--deny-style`).
     pub deny_style: DenyStyle,
+    /// Whether the gate's error table is known (`Settings::exact_codes`).
+    pub exact_codes: bool,
+}
+
+impl Context {
+    /// Whether a case's narrower set applies: `--strict`, or a gate whose error table is known
+    /// (the reference gate, `--gate-codes`). Any other gate is judged by `expect` and
+    /// fail-closed (see [`Judge::fail_closed`]).
+    pub fn narrows(&self) -> bool {
+        self.strict || (self.profile == Profile::Gate && self.exact_codes)
+    }
 }
 
 /// Whether a response is a tool result that says the tool failed or was refused
@@ -296,10 +307,10 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     let (observed, result_refusal) = j.deny_style(observed);
     let binding_refusal = j.binding_refusal();
     j.outcome(&observed, binding_refusal);
-    j.http_status(binding_refusal);
+    j.http_status(&observed, binding_refusal);
     j.challenge();
     j.error_code(&observed, binding_refusal || result_refusal);
-    j.ids();
+    j.ids(result_refusal);
     j.shape();
     j.media_type();
     j.negotiated_version();
@@ -327,8 +338,14 @@ struct Judge<'a> {
     first_error_code: Option<i64>,
     /// How a missed expectation counts at the case's level (`should` fails under `--strict`).
     level_status: Status,
-    /// Strict reading of refusals: `--strict`, or the gate profile.
+    /// Strict reading of refusals: `--strict`, or a gate whose error table is known.
     strict: bool,
+    /// A gate whose error table is not known: the form of a refusal is not judged (gate cases
+    /// are written in the reference gate's terms, its statuses, codes and ids), only that it is
+    /// one: any JSON-RPC error with a sane id (null, absent, or the request's), a 4xx, or a 2xx
+    /// carrying an error. What the gate did (forwarded, canary, alive, leak) and what it answers
+    /// to what must succeed are judged as always.
+    fail_closed: bool,
     findings: Vec<Finding>,
 }
 
@@ -340,11 +357,12 @@ impl<'a> Judge<'a> {
                 .and_then(|e| e.get("code"))
                 .and_then(Value::as_i64)
         });
+        let narrows = ctx.narrows();
         Judge {
             case,
             obs,
             ctx,
-            expect: case.expectation(ctx.profile, ctx.strict, &ctx.version),
+            expect: case.expectation(ctx.profile, narrows, &ctx.version),
             resp,
             first_error_code,
             level_status: match case.spec.level {
@@ -352,7 +370,8 @@ impl<'a> Judge<'a> {
                 Level::Should if ctx.strict => Status::Fail,
                 Level::Should | Level::Info => Status::Warn,
             },
-            strict: ctx.strict || ctx.profile == Profile::Gate,
+            strict: narrows,
+            fail_closed: ctx.profile == Profile::Gate && !narrows,
             findings: Vec::new(),
         }
     }
@@ -469,6 +488,7 @@ mod tests {
             version: version.into(),
             canary_text: "CANARY-EXECUTED".into(),
             deny_style,
+            exact_codes: false,
         }
     }
 
@@ -576,6 +596,93 @@ mod tests {
         ran.denied_ids = vec![json!(1)];
         let v = judge(&c, &ran, &ctx("2025-11-25", DenyStyle::Result));
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    /// A gate-only case written in the reference gate's terms (400, its malformed code, id null).
+    const GATE_REFUSAL: &str = r#"{"title": "t", "requirements": ["GATE-PARSE-02"],
+        "profiles": ["gate"],
+        "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "{{denied_tool}}", "arguments": {}}}}},
+        "expect": {"outcome": "reject", "http_status": 400, "error_code": "{{code_malformed}}",
+            "id": "null-or-absent", "forwarded": false}}"#;
+
+    fn gate_ctx(exact_codes: bool, deny_style: DenyStyle) -> Context {
+        Context {
+            profile: Profile::Gate,
+            exact_codes,
+            ..ctx("2025-11-25", deny_style)
+        }
+    }
+
+    #[test]
+    fn a_gate_whose_table_is_unknown_is_judged_by_what_it_did_not_by_its_codes() {
+        let c = case(GATE_REFUSAL);
+        // Another gate's refusal: 200, its own code, the request's id.
+        let refusal = || {
+            let mut obs = answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32099, "message": "no"}}),
+                ],
+            );
+            obs.witness = Some(Vec::new());
+            obs
+        };
+        let v = judge(&c, &refusal(), &gate_ctx(false, DenyStyle::Error));
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        // With the table known, the same answer misses status, code and id.
+        let v = judge(&c, &refusal(), &gate_ctx(true, DenyStyle::Error));
+        assert_eq!(
+            checks(&v, Status::Fail),
+            ["http_status", "error_code", "id"]
+        );
+        // Fail-closed still wants a refusal with a sane id, and nothing forwarded.
+        let mut other_id = refusal();
+        other_id.messages =
+            vec![json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32099, "message": "no"}})];
+        let v = judge(&c, &other_id, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
+        let mut server_error = refusal();
+        if let Some(h) = server_error.http.as_mut() {
+            h.status = 500;
+        }
+        let v = judge(&c, &server_error, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"http_status"), "{v:?}");
+        let mut forwarded = refusal();
+        let raw = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}"#;
+        forwarded.witness = Some(vec![crate::record::Event::Message {
+            seq: 1,
+            transport: "http".into(),
+            raw: raw.into(),
+            raw_len: raw.len() as u64,
+            headers: Vec::new(),
+        }]);
+        let v = judge(&c, &forwarded, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"forwarded"), "{v:?}");
+        let mut accepted = refusal();
+        accepted.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})];
+        let v = judge(&c, &accepted, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+    }
+
+    #[test]
+    fn an_is_error_refusal_carries_the_request_id_even_where_errors_carry_none() {
+        let c = case(GATE_REFUSAL);
+        let mut obs = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}})],
+        );
+        obs.witness = Some(Vec::new());
+        // Exact judging with --deny-style result: the code and status are the refusal's form,
+        // and the id is the request's, as a tool result's must be.
+        let c_lenient = case(&GATE_REFUSAL.replace(r#""http_status": 400, "#, ""));
+        let v = judge(&c_lenient, &obs, &gate_ctx(true, DenyStyle::Result));
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Result));
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        // Without the style it is not a refusal at all.
+        let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::pacing::{Order, Pacing, Probed};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
 use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
+use crate::mapping::CallMapping;
 use crate::record::{Event, LogReader, WitnessView};
 use crate::settings::Settings;
 use crate::versions;
@@ -63,14 +64,42 @@ struct Handshake {
     version: String,
 }
 
-/// Placeholders known before any exchange: tool names, the requested version, the code table.
+/// The tool-name placeholders for a denied and an allowed tool spelled `denied` and `allowed`.
+fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t.as_bytes());
+    // The denied name with its first character as a JSON escape, for text bodies.
+    let escaped = match denied.chars().next() {
+        Some(c) => {
+            let mut units = [0u16; 2];
+            let escapes: String = c
+                .encode_utf16(&mut units)
+                .iter()
+                .map(|u| format!("\\u{u:04x}"))
+                .collect();
+            escapes + &denied[c.len_utf8()..]
+        }
+        None => String::new(),
+    };
+    p.set("denied_tool", denied)
+        .set("allowed_tool", allowed)
+        .set("denied_tool_b64", b64(denied))
+        .set("allowed_tool_b64", b64(allowed))
+        .set("denied_tool_escaped", escaped);
+}
+
+/// Placeholders known before any exchange, with the tools by their own names (as the witness
+/// behind a gate knows them; what the forwarded oracle expects): tool names, the requested
+/// version, the code table, the meta-tool's members.
 pub fn base_placeholders(settings: &Settings) -> Placeholders {
     let mut p = Placeholders::default();
-    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t.as_bytes());
-    p.set("denied_tool", settings.denied_tool.clone())
-        .set("allowed_tool", settings.allowed_tool.clone())
-        .set("denied_tool_b64", b64(&settings.denied_tool))
-        .set("allowed_tool_b64", b64(&settings.allowed_tool))
+    set_tool_names(&mut p, &settings.denied_tool, &settings.allowed_tool);
+    if let Some(meta) = settings.mapping.meta() {
+        p.set("meta_tool", meta.name())
+            .set("meta_tool_key", meta.tool_key())
+            .set("meta_arguments_key", meta.arguments_key())
+            .set("meta_arguments_open", meta.arguments_opening());
+    }
+    p.set("allowed_arg", settings.allowed_arg.clone())
         .set("protocol_version", settings.spec_version.clone())
         .set("session_id", "")
         .set(
@@ -103,6 +132,19 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
     if let Some(tool) = &settings.scoped_tool {
         p.set("scoped_tool", tool.clone());
     }
+    p
+}
+
+/// The placeholders as the client spells the tools (through the call mapping): what goes on
+/// the wire in headers and in bodies that are text.
+pub fn client_placeholders(settings: &Settings) -> Placeholders {
+    let mut p = base_placeholders(settings);
+    let m = &settings.mapping;
+    set_tool_names(
+        &mut p,
+        &m.spelled(&settings.denied_tool),
+        &m.spelled(&settings.allowed_tool),
+    );
     p
 }
 
@@ -231,10 +273,10 @@ fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
 /// Returns the body as the runner reads it (a plain JSON reading), when it can.
-fn note_request(obs: &mut Observation, body: &Body, denied_tool: &str) -> Option<Value> {
+fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Option<Value> {
     obs.expects_response = true;
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
-    obs.denied_ids = denied_call_ids(&bytes, denied_tool);
+    obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
@@ -248,10 +290,10 @@ fn note_request(obs: &mut Observation, body: &Body, denied_tool: &str) -> Option
 }
 
 /// Ids that every reading of `bytes` (each personality's, over the whole body and over each
-/// line) gives to a `tools/call` of `denied_tool`, and no reading gives to anything else. An id
-/// that some reading takes as another method or tool (a duplicate `name`, say) is left out: its
-/// successful answer could be the harmless reading's.
-pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
+/// line) gives to a `tools/call` of `denied_tool` (spelled through `mapping`), and no reading
+/// gives to anything else. An id that some reading takes as another method or tool (a duplicate
+/// `name`, say) is left out: its successful answer could be the harmless reading's.
+pub fn denied_call_ids(bytes: &[u8], denied_tool: &str, mapping: &CallMapping) -> Vec<Value> {
     use crate::reading::{self as json, Personality};
     let mut denied: Vec<Value> = Vec::new();
     let mut other: Vec<Value> = Vec::new();
@@ -261,8 +303,8 @@ pub fn denied_call_ids(bytes: &[u8], denied_tool: &str) -> Vec<Value> {
         };
         let is_denied = m.get("method").and_then(Value::as_str) == Some("tools/call")
             && m.get("params")
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
+                .and_then(|p| mapping.called_tool(p))
+                .as_deref()
                 == Some(denied_tool);
         let list = if is_denied { &mut denied } else { &mut other };
         if !list.contains(id) {
@@ -305,12 +347,30 @@ fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
         .then_some(settings.spec_version.as_str())
 }
 
-/// The case's body with placeholders replaced; a JSON body gets the modern `_meta` when `modern`.
-fn case_body(ph: &Placeholders, spec: Option<&BodySpec>, modern: Option<&str>) -> Body {
-    match (spec, modern) {
-        (Some(BodySpec::Json(v)), Some(version)) => {
-            let mut value = ph.apply_json_value(v);
-            versions::add_meta(&mut value, version);
+/// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
+/// written with the tools' own names and then has every `tools/call` rewritten through the call
+/// mapping (whatever tool it names), and gets the modern `_meta` when `modern`.
+fn case_body(
+    ph: &Placeholders,
+    spec: Option<&BodySpec>,
+    modern: Option<&str>,
+    settings: &Settings,
+) -> Body {
+    let mapped = !settings.mapping.is_direct();
+    match spec {
+        Some(BodySpec::Json(v)) if mapped || modern.is_some() => {
+            let mut value = if mapped {
+                let mut own = ph.clone();
+                set_tool_names(&mut own, &settings.denied_tool, &settings.allowed_tool);
+                let mut value = own.apply_json_value(v);
+                settings.mapping.rewrite(&mut value);
+                value
+            } else {
+                ph.apply_json_value(v)
+            };
+            if let Some(version) = modern {
+                versions::add_meta(&mut value, version);
+            }
             Body::from_bytes(serde_json::to_vec(&value).unwrap_or_default())
         }
         _ => ph.body(spec),
@@ -351,18 +411,28 @@ mod tests {
 
     #[test]
     fn denied_ids_are_those_every_reading_agrees_on() {
+        let direct = CallMapping::default();
         let plain = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_everything"}}"#;
-        assert_eq!(denied_call_ids(plain, "delete_everything"), vec![json!(7)]);
+        assert_eq!(
+            denied_call_ids(plain, "delete_everything", &direct),
+            vec![json!(7)]
+        );
         let batch = br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_everything"}}]"#;
-        assert_eq!(denied_call_ids(batch, "delete_everything"), vec![json!(2)]);
+        assert_eq!(
+            denied_call_ids(batch, "delete_everything", &direct),
+            vec![json!(2)]
+        );
         // Duplicate names: one reading calls echo with the same id, so a result proves nothing.
         let dup = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","name":"delete_everything"}}"#;
-        assert!(denied_call_ids(dup, "delete_everything").is_empty());
+        assert!(denied_call_ids(dup, "delete_everything", &direct).is_empty());
         let dup_method = br#"{"jsonrpc":"2.0","id":4,"method":"ping","method":"tools/call","params":{"name":"delete_everything"}}"#;
-        assert!(denied_call_ids(dup_method, "delete_everything").is_empty());
+        assert!(denied_call_ids(dup_method, "delete_everything", &direct).is_empty());
         // A BOM and invalid UTF-8 elsewhere do not hide the call from the lenient reading.
         let bom = b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"delete_everything\",\"arguments\":{\"t\":\"\xff\"}}}";
-        assert_eq!(denied_call_ids(bom, "delete_everything"), vec![json!(5)]);
+        assert_eq!(
+            denied_call_ids(bom, "delete_everything", &direct),
+            vec![json!(5)]
+        );
     }
 
     #[test]

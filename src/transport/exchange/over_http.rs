@@ -194,7 +194,7 @@ pub(super) async fn run_http(
             }
         }
     };
-    let mut ph = base_placeholders(settings);
+    let mut ph = client_placeholders(settings);
     ph.set("host", url.authority())
         .set("path", url.path.clone());
     if let Some(hs) = &hs {
@@ -255,8 +255,8 @@ impl Sent<'_> {
     /// them, then the case's own headers over all of them. Notes on `obs` what was sent.
     fn request(&self, req: &crate::case::RequestSpec, obs: &mut Observation) -> Wire {
         let (ph, method) = (self.placeholders, self.method);
-        let body = case_body(ph, req.body.as_ref(), self.modern);
-        let read = note_request(obs, &body, &self.settings.denied_tool);
+        let body = case_body(ph, req.body.as_ref(), self.modern, self.settings);
+        let read = note_request(obs, &body, self.settings);
         let mut headers = standard_headers(self.url, self.settings, self.handshake, None);
         if let Some(version) = self.modern {
             // What a conforming modern client sends with this body; the case may override or

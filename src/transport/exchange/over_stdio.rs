@@ -66,7 +66,7 @@ pub(super) async fn run_stdio(
             return obs;
         }
     };
-    let mut ph = base_placeholders(settings);
+    let mut ph = client_placeholders(settings);
     let mut lines: Vec<Line> = Vec::new();
     let modern = modern_setup(case, settings);
     if spec.session == SessionMode::Initialized && modern.is_none() {
@@ -85,8 +85,8 @@ pub(super) async fn run_stdio(
         .filter(|_| case.bounds_memory())
         .map(crate::transport::stdio::MemoryWatch::start);
     let req = &spec.request;
-    let mut body = case_body(&ph, req.body.as_ref(), modern);
-    note_request(&mut obs, &body, &settings.denied_tool);
+    let mut body = case_body(&ph, req.body.as_ref(), modern, settings);
+    note_request(&mut obs, &body, settings);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
     }

@@ -212,8 +212,13 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
             format!("gauntlet-order-call-{round}"),
             format!("gauntlet-order-barrier-{round}"),
         );
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(settings.allowed_arg.clone(), json!("order probe"));
+        let (name, arguments) = settings
+            .mapping
+            .call(&settings.allowed_tool, Value::Object(arguments));
         let mut call = json!({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
-            "params": {"name": settings.allowed_tool, "arguments": {"text": "order probe"}}});
+            "params": {"name": name, "arguments": arguments}});
         if modern {
             versions::add_meta(&mut call, &settings.spec_version);
         }

@@ -1,0 +1,373 @@
+//! Gates that do not look like the reference gate: their own error codes (judged fail-closed
+//! unless `--gate-codes` gives the table), tools renamed (`--tool-name`) or wrapped in a
+//! meta-tool (`--meta-tool`). The renaming and wrapping gate is `tests/fixtures/mapping_gate.py`
+//! in front of the reference gate (allow-all tool policy, so the fixture's own policy decides);
+//! each of its broken modes is caught by the cases it breaks.
+
+use crate::util::{bin, run_with_report, InProcessGate, Report};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// The version the mapping runs speak (one legacy version keeps them short).
+const SPEC: &str = "2025-11-25";
+
+/// The reference gate's own warning (its stdio front answers a second `initialize` in a
+/// session), which the embedded default shows too.
+const REFERENCE_GATE_WARNINGS: &[&str] = &["lifecycle/second-initialize-on-initialized-session"];
+
+/// `(id, verdict)` of every trial that did not pass or was not skipped, but for the reference
+/// gate's own warnings.
+fn not_passed(report: &Report) -> BTreeSet<(String, String)> {
+    report
+        .results
+        .iter()
+        .filter(|t| t.verdict != "pass" && t.verdict != "skip")
+        .filter(|t| !(t.verdict == "warn" && REFERENCE_GATE_WARNINGS.contains(&t.id.as_str())))
+        .map(|t| (t.id.clone(), t.verdict.clone()))
+        .collect()
+}
+
+/// The ids of the failed trials.
+fn failed_ids(report: &Report) -> BTreeSet<String> {
+    report
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail")
+        .map(|t| t.id.clone())
+        .collect()
+}
+
+/// A reference gate in this process whose error table is its own (legacy and modern; the
+/// malformed code stays -32600: the gate answers unreadable bytes with the legacy table's
+/// malformed code in a modern lane too, which a 2026-07-28 lane warns of when it is in
+/// -32000..-32019).
+fn gate_with_its_own_codes() -> InProcessGate {
+    InProcessGate::start(
+        |cfg, _| {
+            cfg.errors.denied = -32011;
+            cfg.errors.downstream = -32012;
+            cfg.errors_modern.denied = -31011;
+            cfg.errors_modern.downstream = -31012;
+        },
+        |cfg| reference_gate::cli::build_proxy(cfg).unwrap(),
+    )
+}
+
+/// A gate that refuses with codes of its own is not wrong for it: without its table it is judged
+/// fail-closed and passes; told the reference table it fails on codes alone; given its own table
+/// it passes again, judged exactly.
+#[test]
+fn a_gate_with_its_own_error_codes_is_judged_fail_closed_unless_its_table_is_given() {
+    let gate = gate_with_its_own_codes();
+    let url = format!("http://{}/mcp", gate.addr);
+    let log = gate.witness_log.display().to_string();
+    let base = [
+        "--profile",
+        "gate",
+        "--http",
+        url.as_str(),
+        "--witness-log",
+        log.as_str(),
+        "--spec",
+        "2025-11-25,2026-07-28",
+    ];
+    let run = |extra: &[&str]| run_with_report(&[&base[..], extra].concat(), &[]);
+
+    let (code, report) = run(&[]);
+    assert_eq!(not_passed(&report), BTreeSet::new(), "fail-closed judging");
+    assert_eq!(code, 0);
+
+    let (code, report) = run(&["--gate-codes", "reference"]);
+    assert_eq!(code, 1);
+    let failures: Vec<_> = report
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail")
+        .collect();
+    assert!(failures.len() > 20, "{}", failures.len());
+    // Every failure is about the code alone: what the gate did is right.
+    for t in &failures {
+        assert!(
+            t.findings
+                .iter()
+                .filter(|f| f["status"] == "fail")
+                .all(|f| f["check"] == "error_code"),
+            "{} {:?}",
+            t.id,
+            t.findings
+        );
+    }
+
+    let (code, report) = run(&[
+        "--gate-codes",
+        "-32600,-32011,-32012",
+        "--gate-modern-codes",
+        "-32600,-31011,-31012",
+    ]);
+    assert_eq!(not_passed(&report), BTreeSet::new(), "its own table");
+    assert_eq!(code, 0);
+}
+
+/// Judged fail-closed, a refusal is still required, and what the gate did is still judged: the
+/// reference gate with a defect fails the same must-level cases with or without the table.
+#[test]
+fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
+    use reference_gate::forward::ConfiguredForwarder;
+    use reference_gate::proxy::{Faults, Proxy};
+    use std::sync::Arc;
+    let gate = InProcessGate::start(
+        |_, _| {},
+        |cfg| {
+            let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
+            let faults = Faults {
+                last_duplicate_wins: true,
+                ..Faults::default()
+            };
+            Arc::new(
+                Proxy::new(
+                    Arc::new(cfg.policy.clone()),
+                    forwarder,
+                    cfg.limits,
+                    cfg.errors,
+                    reference_gate::trace::Tracer::none(),
+                )
+                .with_faults(faults),
+            )
+        },
+    );
+    let url = format!("http://{}/mcp", gate.addr);
+    let log = gate.witness_log.display().to_string();
+    let args = [
+        "--profile",
+        "gate",
+        "--http",
+        url.as_str(),
+        "--witness-log",
+        log.as_str(),
+        "--spec",
+        SPEC,
+    ];
+    let (code, report) = run_with_report(&args, &["smuggling/dup-name"]);
+    assert_eq!(code, 1);
+    let failed = failed_ids(&report);
+    assert!(
+        failed.contains("smuggling/dup-name-denied-then-allowed"),
+        "{failed:?}"
+    );
+}
+
+fn python3() -> bool {
+    let ok = Command::new("python3").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("SKIP: python3 is not installed; the mapping gate fixture needs it");
+    }
+    ok
+}
+
+/// The reference gate's configuration behind the fixture: the witness policy with every tool
+/// allowed (the fixture decides on tools itself).
+fn allow_all_tools(dir: &Path) -> String {
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(mcp_gauntlet::target::WITNESS_POLICY).unwrap();
+    let rules = cfg["policy"]["rules"].as_array_mut().unwrap();
+    rules.retain(|r| r.get("tool").is_none());
+    rules.insert(0, serde_json::json!({"effect": "allow", "tool": "*"}));
+    cfg.as_object_mut().unwrap().remove("trace");
+    let path = dir.join("allow-all-tools.json");
+    std::fs::write(&path, cfg.to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// The `--gate-stdio` command of the fixture with `flags`, in front of the reference gate.
+fn mapping_gate(dir: &Path, flags: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mapping_gate.py");
+    format!(
+        "python3 {} {flags} -- {} reference-gate --config {} --stdio --downstream-cmd {{downstream_cmd}}",
+        script.display(),
+        shell_words::quote(&bin().to_string_lossy()),
+        allow_all_tools(dir)
+    )
+}
+
+const META_ARGUMENTS: &str =
+    r#"{"server": "{server}", "tool": "{tool}", "arguments": "{arguments}"}"#;
+
+/// The runner's flags for the fixture's meta-tool.
+fn meta_flags() -> Vec<&'static str> {
+    vec![
+        "--meta-tool",
+        "execute_tool",
+        "--meta-arguments",
+        META_ARGUMENTS,
+        "--tool-server",
+        "lab",
+    ]
+}
+
+/// A gate that renames its tools passes the catalogue when the runner spells the calls its
+/// way; the cases that spell a tool literally (escaped names, raw HTTP) are not applicable, and
+/// without the mapping the allowed tool is unknown to it.
+#[test]
+fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gate = mapping_gate(dir.path(), "--prefix lab_");
+    let (code, report) = run_with_report(
+        &[
+            "--gate-stdio",
+            &gate,
+            "--tool-name",
+            "lab_{tool}",
+            "--spec",
+            SPEC,
+        ],
+        &[],
+    );
+    assert_eq!(not_passed(&report), BTreeSet::new());
+    assert_eq!(code, 0);
+    let ran = |id: &str| {
+        report
+            .results
+            .iter()
+            .any(|t| t.id == id && t.verdict == "pass")
+    };
+    // Spelled through the mapping: placeholders in text, JSON bodies rewritten whatever tool
+    // they name (the downstream fault cases call `fault_*` by name).
+    for id in [
+        "smuggling/dup-name-denied-then-allowed",
+        "smuggling/escaped-first-letter-in-denied-name",
+        "smuggling/decoy-name-inside-arguments",
+        "downstream/fault-leak",
+    ] {
+        assert!(ran(id), "{id} did not run");
+    }
+    // Spelled literally: not applicable.
+    for id in [
+        "smuggling/fully-escaped-denied-name",
+        "canonical/add-call-with-numbers",
+    ] {
+        assert!(!ran(id), "{id} ran");
+    }
+    // Without the mapping the gate knows no `echo`: an allowed call is refused.
+    let (code, report) = run_with_report(
+        &["--gate-stdio", &gate, "--spec", SPEC],
+        &["--exact", "canonical/string-id"],
+    );
+    assert_eq!(code, 1);
+    assert!(failed_ids(&report).contains("canonical/string-id"));
+}
+
+/// A renaming gate whose policy decides on the name the client called (not the downstream
+/// tool's) lets the denied tool through under its new name: caught, the canary run.
+#[test]
+fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gate = mapping_gate(dir.path(), "--prefix lab_ --broken policy-on-exposed-name");
+    let (code, report) = run_with_report(
+        &[
+            "--gate-stdio",
+            &gate,
+            "--tool-name",
+            "lab_{tool}",
+            "--spec",
+            SPEC,
+        ],
+        &["smuggling/"],
+    );
+    assert_eq!(code, 1);
+    let ran: BTreeSet<&String> = report
+        .results
+        .iter()
+        .filter(|t| {
+            t.findings
+                .iter()
+                .any(|f| f["check"] == "canary" && f["status"] == "fail")
+        })
+        .map(|t| &t.id)
+        .collect();
+    for id in [
+        "smuggling/decoy-name-inside-arguments",
+        "smuggling/escaped-first-letter-in-denied-name",
+    ] {
+        assert!(ran.iter().any(|r| *r == id), "{id}: {ran:?}");
+    }
+}
+
+/// A meta-tool gate passes the catalogue with the mapping given (its own cases included), and
+/// each way of misreading the wrapper's members is caught by the case written for it.
+#[test]
+fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |flags: &str, filter: &[&str]| {
+        let gate = mapping_gate(dir.path(), flags);
+        let mut args = vec!["--gate-stdio", gate.as_str(), "--spec", SPEC];
+        args.extend(meta_flags());
+        run_with_report(&args, filter)
+    };
+    let (code, report) = run("--meta execute_tool", &[]);
+    assert_eq!(not_passed(&report), BTreeSet::new());
+    assert_eq!(code, 0);
+    let meta_cases: BTreeSet<String> = report
+        .results
+        .iter()
+        .filter(|t| t.id.starts_with("smuggling/meta-tool-") && t.verdict == "pass")
+        .map(|t| t.id.clone())
+        .collect();
+    assert_eq!(meta_cases.len(), 4, "{meta_cases:?}");
+    for (mode, caught) in [
+        (
+            "trusts-last-tool-key",
+            "smuggling/meta-tool-tool-member-denied-then-allowed",
+        ),
+        (
+            "trusts-first-tool-key",
+            "smuggling/meta-tool-tool-member-allowed-then-denied",
+        ),
+        (
+            "unwraps-nested",
+            "smuggling/meta-tool-denied-name-in-nested-arguments",
+        ),
+        (
+            "matches-raw-text",
+            "smuggling/meta-tool-escaped-denied-name",
+        ),
+    ] {
+        let (code, report) = run(
+            &format!("--meta execute_tool --broken {mode}"),
+            &["smuggling/meta-tool-"],
+        );
+        assert_eq!(code, 1, "{mode}");
+        assert!(failed_ids(&report).contains(caught), "{mode}: {report:?}");
+    }
+}
+
+/// The meta-tool cases apply only when the run names a meta-tool; the mapping flags are
+/// checked before anything runs.
+#[test]
+fn meta_tool_cases_need_a_meta_tool_and_bad_templates_are_refused() {
+    let (code, report) = run_with_report(&[], &["smuggling/meta-tool-"]);
+    assert_eq!(code, 0);
+    assert!(report.results.iter().all(|t| t.verdict == "skip"));
+    assert!(!report.results.is_empty());
+    for bad in [
+        &["--tool-name", "lab_"][..],
+        &[
+            "--meta-tool",
+            "x",
+            "--meta-arguments",
+            r#"{"tool": "{tool}"}"#,
+        ][..],
+    ] {
+        let out = Command::new(bin()).arg("run").args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
