@@ -12,6 +12,7 @@ pub mod case;
 pub mod error;
 pub mod exit;
 pub mod fuzz;
+pub mod identity;
 pub mod load;
 pub mod mapping;
 pub mod reading;

@@ -295,6 +295,20 @@ struct RunArgs {
     /// `message`).
     #[arg(long, default_value = "text")]
     allowed_arg: String,
+    /// Where a gate that decides per principal reads who calls: `header:NAME` (every HTTP
+    /// request carries it) or `argument:NAME` (a member of every tool call's arguments). The
+    /// first is where --principal goes; give more places the gate also reads, and the
+    /// `identity/` case that puts --granted-principal there must still be refused.
+    #[arg(long, value_name = "PLACE")]
+    identity: Vec<mcp_gauntlet::identity::Place>,
+    /// The principal the run acts as: allowed the allowed tool, never the denied one.
+    #[arg(long, value_name = "NAME", requires = "identity")]
+    principal: Option<String>,
+    /// A principal the gate does grant the denied tool: the `identity/` cases present its name
+    /// spelled otherwise (case, spaces, fullwidth letters) or in a second place, and each must
+    /// be refused.
+    #[arg(long, value_name = "NAME", requires = "identity")]
+    granted_principal: Option<String>,
     /// How a gate that renames tools names them: a template with `{tool}` (the downstream
     /// tool's own name) and `{server}` (--tool-server), e.g. `lab_{tool}` or `{server}__{tool}`.
     /// The cases call tools by that name; what reaches the witness keeps the tools' own names.
@@ -656,6 +670,17 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
     let (target, profile) = args
         .target
         .resolve(args.witness_log, args.profile, args.tls);
+    let identity = match mcp_gauntlet::identity::Identity::new(
+        args.identity.clone(),
+        args.principal.clone(),
+        args.granted_principal.clone(),
+    ) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     // A mapping that cannot be used is a command line not understood.
     let mapping = match mcp_gauntlet::mapping::CallMapping::new(
         args.tool_name.as_deref(),
@@ -681,6 +706,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
             allowed_tool: args.allowed_tool,
             allowed_arg: args.allowed_arg,
             mapping,
+            identity,
             canary_text: args.canary_text,
             canary_log: args.canary_log,
             deny_style: args.deny_style,

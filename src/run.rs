@@ -262,8 +262,8 @@ fn plan(
     trials
 }
 
-/// Whether `case` runs on `lane` at the settings' version with the run's credentials, and its
-/// tool calls can be spelled through the run's call mapping.
+/// Whether `case` runs on `lane` at the settings' version with the run's credentials, its
+/// tool calls can be spelled through the run's call mapping, and its caller presented.
 fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
     case.applies_to_transport(lane.transport)
         && case.applies_to_profile(lane.profile)
@@ -271,6 +271,7 @@ fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
         && !(case.spec.stateful && lane.stateless)
         && settings.has_auth(case.spec.auth)
         && settings.mapping.can_send(&case.spec)
+        && crate::identity::Identity::can_send(settings.identity.as_ref(), &case.spec)
 }
 
 /// One (case, lane) trial with what it needs to run on any thread.
@@ -317,7 +318,7 @@ impl OneTrial {
                 Ok(())
             }
             Decision::Fails => {
-                let text = report::redact(&v.explain(case, &obs), &shared.secrets);
+                let text = report::redact(&v.explain(&lane.kind(), case, &obs), &shared.secrets);
                 record.explanation = Some(text.clone());
                 Err(Failed::from(text))
             }

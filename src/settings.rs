@@ -89,6 +89,8 @@ pub struct Settings {
     pub allowed_arg: String,
     /// How the target spells a call of a tool (`--tool-name`, `--meta-tool`).
     pub mapping: crate::mapping::CallMapping,
+    /// Who the run says is calling, and where (`--identity`, `--principal`).
+    pub identity: Option<crate::identity::Identity>,
     /// A file the target appends to when its denied tool runs (`--canary-log`): its growth
     /// during a case is an execution.
     pub canary_log: Option<std::path::PathBuf>,
@@ -160,6 +162,7 @@ impl Default for Settings {
             allowed_tool: "echo".into(),
             allowed_arg: "text".into(),
             mapping: crate::mapping::CallMapping::default(),
+            identity: None,
             canary_log: None,
             canary_text: crate::canary::CANARY_MARKER.into(),
             deny_style: DenyStyle::Error,

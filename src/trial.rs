@@ -48,6 +48,11 @@ impl Judging<'_> {
             canary_text: settings.canary_text.clone(),
             deny_style: settings.deny_style,
             exact_codes: settings.exact_codes,
+            identity_arguments: settings
+                .identity
+                .as_ref()
+                .map(crate::identity::Identity::argument_names)
+                .unwrap_or_default(),
         }
     }
 

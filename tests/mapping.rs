@@ -371,3 +371,138 @@ fn meta_tool_cases_need_a_meta_tool_and_bad_templates_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
 }
+
+/// The fixture's grants: the run's principal (alice) the witness policy's allowed tools, the
+/// granted principal (bob) the denied tool too.
+const GRANTS: &str = "--identity argument:agent_id --identity argument:principal \
+    --grant alice=echo,add,fault_hang,fault_oversize,fault_empty,fault_garbage,fault_close,fault_leak,ask_client \
+    --grant bob=echo,delete_everything";
+
+/// A meta-tool gate that decides per principal passes with the identity given, and each way of
+/// trusting the wrong caller is caught by the `identity/` cases: an unknown principal (or none)
+/// granted everything, principals matched ignoring case, spaces and compatibility forms, and
+/// the identity taken from a second place over the first.
+#[test]
+fn a_gate_that_decides_per_principal_is_caught_where_it_trusts_the_wrong_caller() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |broken: &str, filter: &[&str]| {
+        let gate = mapping_gate(
+            dir.path(),
+            &format!("--meta execute_tool {GRANTS} {broken}"),
+        );
+        let mut args = vec!["--gate-stdio", gate.as_str(), "--spec", SPEC];
+        args.extend(meta_flags());
+        args.extend([
+            "--identity",
+            "argument:agent_id",
+            "--identity",
+            "argument:principal",
+            "--principal",
+            "alice",
+            "--granted-principal",
+            "bob",
+        ]);
+        run_with_report(&args, filter)
+    };
+    let (code, report) = run("", &[]);
+    assert_eq!(not_passed(&report), BTreeSet::new());
+    assert_eq!(code, 0);
+    let identity_cases = report
+        .results
+        .iter()
+        .filter(|t| t.id.starts_with("identity/") && t.verdict == "pass")
+        .count();
+    assert_eq!(identity_cases, 6);
+    let id = |s: &str| format!("identity/{s}-calls-the-denied-tool");
+    for (mode, caught) in [
+        (
+            "grants-unknown",
+            vec![id("unknown-principal"), id("no-principal")],
+        ),
+        (
+            "folds-principal",
+            vec![
+                id("granted-principal-in-the-other-case"),
+                id("granted-principal-between-spaces"),
+                id("granted-principal-in-fullwidth-letters"),
+            ],
+        ),
+        (
+            "trusts-second-place",
+            vec![id("granted-principal-in-a-second-place")],
+        ),
+    ] {
+        let (code, report) = run(&format!("--broken {mode}"), &["identity/"]);
+        assert_eq!(code, 1, "{mode}");
+        let failed = failed_ids(&report);
+        for c in &caught {
+            assert!(failed.contains(c), "{mode}: {c} not caught: {failed:?}");
+        }
+        // Each failure is the denied tool running.
+        for t in report.results.iter().filter(|t| t.verdict == "fail") {
+            assert!(
+                t.findings
+                    .iter()
+                    .any(|f| f["check"] == "canary" && f["status"] == "fail"),
+                "{mode}: {} {:?}",
+                t.id,
+                t.findings
+            );
+        }
+    }
+}
+
+/// A header place is sent on every request, the case's caller's value on the case's own: the
+/// witness's record shows what a gate would have read.
+#[test]
+fn identity_headers_carry_the_principal_and_each_cases_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("witness.jsonl");
+    let w = crate::util::HttpWitness::start(&[], Some(&log));
+    let log_arg = log.display().to_string();
+    let (_, report) = run_with_report(
+        &[
+            "--http",
+            &w.url,
+            "--witness-log",
+            &log_arg,
+            "--profile",
+            "gate",
+            "--identity",
+            "header:X-Agent-Id",
+            "--principal",
+            "alice",
+            "--granted-principal",
+            "bob",
+            "--spec",
+            SPEC,
+        ],
+        &[
+            "--exact",
+            "identity/granted-principal-in-the-other-case-calls-the-denied-tool",
+        ],
+    );
+    // The witness is no gate: it runs the call, which is how the case can fail.
+    assert_eq!(failed_ids(&report).len(), 1);
+    let record = std::fs::read_to_string(&log).unwrap();
+    let agents: BTreeSet<String> = record
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| {
+            e["headers"].as_array().and_then(|hs| {
+                hs.iter()
+                    .find(|h| h[0] == "x-agent-id")
+                    .and_then(|h| h[1].as_str().map(str::to_string))
+            })
+        })
+        .collect();
+    assert_eq!(
+        agents,
+        ["BOB".to_string(), "alice".to_string()]
+            .into_iter()
+            .collect()
+    );
+}

@@ -116,6 +116,24 @@ pub enum AuthNeed {
     Scope,
 }
 
+/// Who an `identity/` case says is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Caller {
+    /// A principal no gate knows.
+    Unknown,
+    /// No identity at all.
+    Missing,
+    /// The granted principal with its letters in the other case (`BOB`).
+    GrantedOtherCase,
+    /// The granted principal between spaces (` bob `).
+    GrantedPadded,
+    /// The granted principal in fullwidth letters (NFKC folds them to it).
+    GrantedFullwidth,
+    /// The run's principal where identity is read, the granted one in every other place.
+    GrantedInASecondPlace,
+}
+
 /// The call mapping a case is written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -173,6 +191,12 @@ pub struct CaseSpec {
     /// only when the run names one (`--meta-tool`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<MappingNeed>,
+    /// A case about who calls, for gates that decide per principal: what the request presents
+    /// where the gate reads identity (`--identity`) instead of the run's `--principal`. It
+    /// applies only with an identity given (and the spellings of a granted principal only with
+    /// `--granted-principal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]

@@ -190,7 +190,7 @@ async fn try_model(
     };
     let judged = judging.run(&case, lane).await;
     let (obs, v) = (judged.observation, judged.verdict);
-    Ok((v.status == Status::Fail).then(|| (v.explain(&case, &obs), text)))
+    Ok((v.status == Status::Fail).then(|| (v.explain(&lane.kind(), &case, &obs), text)))
 }
 
 /// Keep simplifying a failing model while a simpler one still fails: the simplest found, and

@@ -199,12 +199,7 @@ pub fn warning_summary(records: &[Record]) -> String {
         let first = r.findings.first().map_or(String::new(), |f| {
             format!("[{}] {}", f.check.as_str(), f.message)
         });
-        out.push_str(&format!(
-            "    [{}] {}: {}\n",
-            r.transport.as_str(),
-            r.id,
-            first
-        ));
+        out.push_str(&format!("    [{}] {}: {}\n", kind_of(r), r.id, first));
     }
     out
 }

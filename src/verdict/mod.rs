@@ -111,11 +111,11 @@ pub struct Verdict {
 
 impl Verdict {
     /// A failure message a reader can act on without the source: every finding with the
-    /// acceptable set next to what was observed.
-    pub fn explain(&self, case: &Case, obs: &Observation) -> String {
+    /// acceptable set next to what was observed, under the lane's name as libtest lists the
+    /// trial (`[gate/http@last-wins]`).
+    pub fn explain(&self, lane: &str, case: &Case, obs: &Observation) -> String {
         let mut out = format!(
-            "[{}] {}: {}\n  requirements: {}\n",
-            obs.transport.as_str(),
+            "[{lane}] {}: {}\n  requirements: {}\n",
             case.id,
             case.spec.title,
             case.spec.requirements.join(", ")
@@ -178,6 +178,8 @@ pub struct Context {
     pub deny_style: DenyStyle,
     /// Whether the gate's error table is known (`Settings::exact_codes`).
     pub exact_codes: bool,
+    /// The tool-call arguments that carry the caller's identity (`--identity argument:NAME`).
+    pub identity_arguments: Vec<String>,
 }
 
 impl Context {
@@ -489,6 +491,7 @@ mod tests {
             canary_text: "CANARY-EXECUTED".into(),
             deny_style,
             exact_codes: false,
+            identity_arguments: Vec::new(),
         }
     }
 

@@ -5,7 +5,7 @@ use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
 use super::pacing::{Order, Pacing, Probed};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
-use crate::case::{Body, BodySpec, Case, Placeholders, SessionMode};
+use crate::case::{Body, BodySpec, Caller, Case, Placeholders, SessionMode};
 use crate::mapping::CallMapping;
 use crate::record::{Event, LogReader, WitnessView};
 use crate::settings::Settings;
@@ -349,16 +349,22 @@ fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
 
 /// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
 /// written with the tools' own names and then has every `tools/call` rewritten through the call
-/// mapping (whatever tool it names), and gets the modern `_meta` when `modern`.
+/// mapping (whatever tool it names), gets `caller`'s identity arguments, and the modern `_meta`
+/// when `modern`.
 fn case_body(
     ph: &Placeholders,
     spec: Option<&BodySpec>,
     modern: Option<&str>,
     settings: &Settings,
+    caller: Option<Caller>,
 ) -> Body {
     let mapped = !settings.mapping.is_direct();
+    let identity = settings
+        .identity
+        .as_ref()
+        .filter(|i| !i.argument_names().is_empty());
     match spec {
-        Some(BodySpec::Json(v)) if mapped || modern.is_some() => {
+        Some(BodySpec::Json(v)) if mapped || identity.is_some() || modern.is_some() => {
             let mut value = if mapped {
                 let mut own = ph.clone();
                 set_tool_names(&mut own, &settings.denied_tool, &settings.allowed_tool);
@@ -368,6 +374,9 @@ fn case_body(
             } else {
                 ph.apply_json_value(v)
             };
+            if let Some(identity) = identity {
+                identity.add_arguments(&mut value, caller);
+            }
             if let Some(version) = modern {
                 versions::add_meta(&mut value, version);
             }

@@ -35,6 +35,9 @@ pub(super) fn standard_headers(
     for (k, v) in &settings.extra_headers {
         h.push((k.to_ascii_lowercase(), v.clone()));
     }
+    if let Some(identity) = &settings.identity {
+        h.extend(identity.headers(None));
+    }
     h
 }
 
@@ -216,6 +219,7 @@ pub(super) async fn run_http(
                 modern,
                 placeholders: &ph,
                 method: &method,
+                caller: spec.caller,
             };
             sent.request(req, &mut obs)
         }
@@ -247,6 +251,8 @@ struct Sent<'a> {
     modern: Option<&'a str>,
     placeholders: &'a Placeholders,
     method: &'a str,
+    /// Who the case says is calling (`identity/` cases).
+    caller: Option<crate::case::Caller>,
 }
 
 impl Sent<'_> {
@@ -255,9 +261,21 @@ impl Sent<'_> {
     /// them, then the case's own headers over all of them. Notes on `obs` what was sent.
     fn request(&self, req: &crate::case::RequestSpec, obs: &mut Observation) -> Wire {
         let (ph, method) = (self.placeholders, self.method);
-        let body = case_body(ph, req.body.as_ref(), self.modern, self.settings);
+        let body = case_body(
+            ph,
+            req.body.as_ref(),
+            self.modern,
+            self.settings,
+            self.caller,
+        );
         let read = note_request(obs, &body, self.settings);
         let mut headers = standard_headers(self.url, self.settings, self.handshake, None);
+        // The case's caller, where the gate reads identity, instead of the run's principal.
+        if let (Some(identity), Some(_)) = (&self.settings.identity, self.caller) {
+            let names: Vec<&str> = identity.header_names().collect();
+            headers.retain(|(k, _)| !names.contains(&k.as_str()));
+            headers.extend(identity.headers(self.caller));
+        }
         if let Some(version) = self.modern {
             // What a conforming modern client sends with this body; the case may override or
             // remove any of it.

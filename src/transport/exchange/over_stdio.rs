@@ -85,7 +85,7 @@ pub(super) async fn run_stdio(
         .filter(|_| case.bounds_memory())
         .map(crate::transport::stdio::MemoryWatch::start);
     let req = &spec.request;
-    let mut body = case_body(&ph, req.body.as_ref(), modern, settings);
+    let mut body = case_body(&ph, req.body.as_ref(), modern, settings, case.spec.caller);
     note_request(&mut obs, &body, settings);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));

@@ -219,6 +219,9 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
             .call(&settings.allowed_tool, Value::Object(arguments));
         let mut call = json!({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
             "params": {"name": name, "arguments": arguments}});
+        if let Some(identity) = &settings.identity {
+            identity.add_arguments(&mut call, None);
+        }
         if modern {
             versions::add_meta(&mut call, &settings.spec_version);
         }

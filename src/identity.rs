@@ -1,0 +1,250 @@
+//! Who the caller is, for gates that decide per principal (`--identity`, `--principal`,
+//! `--granted-principal`): where a gate reads the caller's identity (a header, or a member of a
+//! tool call's arguments), the principal the run acts as, and what each `identity/` case
+//! presents instead (an unknown principal, none, spellings of a principal the gate grants the
+//! denied tool, or that principal in a second place).
+//!
+//! A leaf beside the case model: it knows case files and JSON values, nothing of transports.
+
+use crate::case::{BodySpec, Caller, CaseSpec};
+use serde_json::Value;
+
+/// An `--identity` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityError {
+    #[error("`{0}`: an identity place is header:NAME or argument:NAME")]
+    Place(String),
+    #[error("--identity needs --principal (the caller the run acts as)")]
+    NoPrincipal,
+}
+
+/// Where a gate reads who the caller is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// An HTTP request header (every request of the run carries it).
+    Header(String),
+    /// A member of every tool call's arguments (a meta-tool's own arguments, when there is one).
+    Argument(String),
+}
+
+impl std::str::FromStr for Place {
+    type Err = IdentityError;
+    fn from_str(s: &str) -> Result<Place, IdentityError> {
+        match s.split_once(':') {
+            Some(("header", n)) if !n.is_empty() && n.bytes().all(is_token_byte) => {
+                Ok(Place::Header(n.to_ascii_lowercase()))
+            }
+            Some(("argument", n)) if !n.is_empty() => Ok(Place::Argument(n.to_string())),
+            _ => Err(IdentityError::Place(s.to_string())),
+        }
+    }
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_.!#$%&'*+^`|~".contains(&b)
+}
+
+/// How the run tells the gate who calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The first is where the run's principal goes; any other is a place the gate must not
+    /// trust over it (the `granted-principal-in-a-second-place` case writes there).
+    places: Vec<Place>,
+    principal: String,
+    granted: Option<String>,
+}
+
+/// The principal no gate knows, for `caller: unknown`.
+pub const UNKNOWN_PRINCIPAL: &str = "gauntlet-unknown-principal";
+
+impl Identity {
+    pub fn new(
+        places: Vec<Place>,
+        principal: Option<String>,
+        granted: Option<String>,
+    ) -> Result<Option<Identity>, IdentityError> {
+        if places.is_empty() {
+            return Ok(None);
+        }
+        let principal = principal.ok_or(IdentityError::NoPrincipal)?;
+        Ok(Some(Identity {
+            places,
+            principal,
+            granted,
+        }))
+    }
+
+    /// What a request presents at each place: the run's principal at the first, unless the
+    /// case's `caller` says otherwise (`None` when the case needs a granted principal the run
+    /// was not given).
+    pub fn presented(&self, caller: Option<Caller>) -> Vec<(&Place, String)> {
+        let first = &self.places[0];
+        let granted = self.granted.clone().unwrap_or_default();
+        match caller {
+            None => vec![(first, self.principal.clone())],
+            Some(Caller::Unknown) => vec![(first, UNKNOWN_PRINCIPAL.to_string())],
+            Some(Caller::Missing) => Vec::new(),
+            Some(Caller::GrantedOtherCase) => vec![(first, other_case(&granted))],
+            Some(Caller::GrantedPadded) => vec![(first, format!(" {granted} "))],
+            Some(Caller::GrantedFullwidth) => vec![(first, fullwidth(&granted))],
+            Some(Caller::GrantedInASecondPlace) => std::iter::once((first, self.principal.clone()))
+                .chain(self.places[1..].iter().map(|p| (p, granted.clone())))
+                .collect(),
+        }
+    }
+
+    /// The header names among the places.
+    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+        self.places.iter().filter_map(|p| match p {
+            Place::Header(n) => Some(n.as_str()),
+            Place::Argument(_) => None,
+        })
+    }
+
+    /// The argument names among the places.
+    pub fn argument_names(&self) -> Vec<String> {
+        self.places
+            .iter()
+            .filter_map(|p| match p {
+                Place::Argument(n) => Some(n.clone()),
+                Place::Header(_) => None,
+            })
+            .collect()
+    }
+
+    /// The headers a request of `caller` carries.
+    pub fn headers(&self, caller: Option<Caller>) -> Vec<(String, String)> {
+        self.presented(caller)
+            .into_iter()
+            .filter_map(|(p, v)| match p {
+                Place::Header(n) => Some((n.clone(), v)),
+                Place::Argument(_) => None,
+            })
+            .collect()
+    }
+
+    /// Put `caller`'s identity arguments into every `tools/call` of `message` (one message or
+    /// a batch), beside the call's own arguments.
+    pub fn add_arguments(&self, message: &mut Value, caller: Option<Caller>) {
+        let presented: Vec<(String, String)> = self
+            .presented(caller)
+            .into_iter()
+            .filter_map(|(p, v)| match p {
+                Place::Argument(n) => Some((n.clone(), v)),
+                Place::Header(_) => None,
+            })
+            .collect();
+        if presented.is_empty() {
+            return;
+        }
+        let add = |m: &mut Value| {
+            if m.get("method").and_then(Value::as_str) != Some("tools/call") {
+                return;
+            }
+            if let Some(Value::Object(args)) = m.pointer_mut("/params/arguments") {
+                for (n, v) in &presented {
+                    args.insert(n.clone(), Value::String(v.clone()));
+                }
+            }
+        };
+        match message {
+            Value::Array(items) => items.iter_mut().for_each(add),
+            one => add(one),
+        }
+    }
+
+    /// Whether `case` can be sent as this identity: a case about the caller needs what it
+    /// presents (a granted principal, a second place), and through an identity argument a body
+    /// that is text must make no tool call (only JSON bodies get the argument).
+    pub fn can_send(this: Option<&Identity>, case: &CaseSpec) -> bool {
+        let Some(id) = this else {
+            return case.caller.is_none();
+        };
+        let needs_granted = !matches!(case.caller, None | Some(Caller::Unknown | Caller::Missing));
+        if needs_granted && id.granted.is_none() {
+            return false;
+        }
+        if case.caller == Some(Caller::GrantedInASecondPlace) && id.places.len() < 2 {
+            return false;
+        }
+        if id.argument_names().is_empty() {
+            return true;
+        }
+        if case.request.raw_http.is_some() {
+            return false;
+        }
+        match &case.request.body {
+            None | Some(BodySpec::Json(_)) => true,
+            Some(other) => {
+                let text = serde_json::to_string(other).unwrap_or_default();
+                !text.contains("tools/call") && !text.contains("tools\\\\/call")
+            }
+        }
+    }
+}
+
+/// `s` with its letters' case swapped (all upper, or all lower when it is upper already).
+fn other_case(s: &str) -> String {
+    let upper = s.to_uppercase();
+    if upper == s {
+        s.to_lowercase()
+    } else {
+        upper
+    }
+}
+
+/// `s` with its printable ASCII in fullwidth forms (NFKC folds them back).
+fn fullwidth(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '!'..='~' => char::from_u32(c as u32 + 0xFEE0).unwrap_or(c),
+            c => c,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id(places: &[&str]) -> Identity {
+        Identity::new(
+            places.iter().map(|p| p.parse().unwrap()).collect(),
+            Some("alice".into()),
+            Some("bob".into()),
+        )
+        .unwrap()
+        .unwrap()
+    }
+
+    #[test]
+    fn each_caller_presents_its_identity() {
+        let i = id(&["header:X-Agent-Id", "argument:agent_id"]);
+        assert_eq!(i.headers(None), vec![("x-agent-id".into(), "alice".into())]);
+        assert_eq!(
+            i.headers(Some(Caller::GrantedOtherCase)),
+            vec![("x-agent-id".into(), "BOB".into())]
+        );
+        assert_eq!(i.headers(Some(Caller::GrantedFullwidth))[0].1, "ｂｏｂ");
+        assert!(i.headers(Some(Caller::Missing)).is_empty());
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "x", "arguments": {"text": "hi"}}});
+        i.add_arguments(&mut call, Some(Caller::GrantedInASecondPlace));
+        assert_eq!(
+            call["params"]["arguments"],
+            json!({"text": "hi", "agent_id": "bob"})
+        );
+        assert_eq!(
+            i.headers(Some(Caller::GrantedInASecondPlace)),
+            vec![("x-agent-id".into(), "alice".into())]
+        );
+        assert!("cookie:x".parse::<Place>().is_err());
+        assert!("header:bad name".parse::<Place>().is_err());
+        assert_eq!(
+            Identity::new(vec![Place::Argument("a".into())], None, None),
+            Err(IdentityError::NoPrincipal)
+        );
+    }
+}
