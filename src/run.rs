@@ -127,6 +127,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     if args.test_threads.is_none() {
         args.test_threads = opts.jobs.map(|n| n.max(1));
     }
+    // A side-channel log says that the denied tool ran, not which request ran it: only with one
+    // trial in flight is its growth that trial's.
+    if settings.canary_log.is_some() && args.test_threads != Some(1) && !args.list {
+        eprintln!(
+            "--canary-log: trials run one at a time, so the log's growth is the running trial's"
+        );
+        args.test_threads = Some(1);
+    }
     let listing = args.list;
     let conclusion = libtest_mimic::run(&args, trials);
     shared.restarts.stop();

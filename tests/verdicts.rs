@@ -115,6 +115,66 @@ fn the_side_channel_log_shows_a_run() {
     assert_clean(code, &report);
 }
 
+/// The side channel says the denied tool ran, not which request ran it: only the trial that
+/// sent a call the server ran is blamed, however many jobs the run has (they then run one at a
+/// time), and never a GET, a ping or a refused batch that was in flight beside it.
+#[test]
+fn the_side_channel_log_is_blamed_only_on_the_trial_that_ran_the_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("runs.log");
+    let log = log.to_str().expect("utf-8 path");
+    let w = HttpWitness::start_with(&[
+        "--canary-text",
+        "done",
+        "--canary-log",
+        log,
+        "--broken",
+        "batch",
+    ]);
+    let blamed = |jobs: &str| {
+        let (_, report) = run_with_report(
+            &[
+                "--http",
+                &w.url,
+                "--spec",
+                "2025-11-25",
+                "--canary-text",
+                "",
+                "--canary-log",
+                log,
+                "--jobs",
+                jobs,
+            ],
+            &["batch/"],
+        );
+        let side_channel: std::collections::BTreeSet<String> = report
+            .results
+            .iter()
+            .filter(|t| {
+                t.findings.iter().any(|f| {
+                    f.get("message")
+                        .and_then(|m| m.as_str())
+                        .is_some_and(|m| m.contains("side-channel log"))
+                })
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        side_channel
+    };
+    let serial = blamed("1");
+    assert!(
+        serial.contains("batch/two-requests-with-denied-call"),
+        "{serial:?}"
+    );
+    // Only batches that carry a call of the denied tool can have run it.
+    for id in &serial {
+        assert!(id.contains("denied"), "{id} blamed: {serial:?}");
+    }
+    for _ in 0..2 {
+        assert_eq!(blamed("8"), serial);
+    }
+}
+
 #[test]
 fn a_stateless_server_fails_no_session_case() {
     let w = HttpWitness::start_with(&["--stateless"]);

@@ -386,8 +386,19 @@ impl<'a> Judge<'a> {
         });
     }
 
-    /// The verdict: the worst finding's status (pass when there is none).
-    fn verdict(self, observed: Observed) -> Verdict {
+    /// The verdict: the worst finding's status (pass when there is none), after the run's
+    /// severity rule: a `should` or `info` case never fails a default run (whatever fired in
+    /// it, the canary included, warns), and under `--strict` every warning fails. A case that
+    /// could not be sent fails either way: that is no verdict on the target.
+    fn verdict(mut self, observed: Observed) -> Verdict {
+        let (strict, must) = (self.ctx.strict, self.case.spec.level == Level::Must);
+        for f in self.findings.iter_mut().filter(|f| f.check != Check::Setup) {
+            f.status = match f.status {
+                Status::Warn if strict => Status::Fail,
+                Status::Fail if !strict && !must => Status::Warn,
+                other => other,
+            };
+        }
         let status = self
             .findings
             .iter()
@@ -686,6 +697,59 @@ mod tests {
         // Without the style it is not a refusal at all.
         let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+    }
+
+    #[test]
+    fn a_should_case_never_fails_a_default_run_and_strict_fails_every_warning() {
+        let level = |l: &str| {
+            case(&DENIED_CALL.replace(
+                r#""title": "t","#,
+                &format!(r#""title": "t", "level": "{l}","#),
+            ))
+        };
+        let mut ran = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
+        );
+        ran.denied_ids = vec![json!(1)];
+        let strict = |mut c: Context| {
+            c.strict = true;
+            c
+        };
+        // The denied tool ran: a must case fails, a should case warns, unless --strict.
+        let v = judge(&level("must"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        let v = judge(&level("should"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert!(checks(&v, Status::Warn).contains(&"canary"), "{v:?}");
+        let v = judge(
+            &level("should"),
+            &ran,
+            &strict(ctx("2025-11-25", DenyStyle::Error)),
+        );
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        // An info case's warning fails under --strict too, like a leak's and a 2026 code's.
+        let v = judge(&level("info"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        let v = judge(
+            &level("info"),
+            &ran,
+            &strict(ctx("2025-11-25", DenyStyle::Error)),
+        );
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        let legacy_code = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32010, "message": "no"}})],
+        );
+        let modern = case(&DENIED_CALL.replace("-32001", "-32010"));
+        let v = judge(&modern, &legacy_code, &ctx("2026-07-28", DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        let v = judge(
+            &modern,
+            &legacy_code,
+            &strict(ctx("2026-07-28", DenyStyle::Error)),
+        );
+        assert_eq!(v.status, Status::Fail, "{v:?}");
     }
 
     #[test]
