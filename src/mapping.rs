@@ -256,9 +256,8 @@ impl CallMapping {
 /// The tool names (`None`: not a string) of every `tools/call` that some reading of `bytes`
 /// finds, over the whole text and over each line.
 fn calls_in(bytes: &[u8]) -> Vec<Option<String>> {
-    use crate::reading::{self, Personality};
     let mut names = Vec::new();
-    let mut visit = |m: &Value| {
+    crate::reading::each_message_read(bytes, |m| {
         if m.get("method").and_then(Value::as_str) == Some("tools/call") {
             names.push(
                 m.pointer("/params/name")
@@ -266,18 +265,7 @@ fn calls_in(bytes: &[u8]) -> Vec<Option<String>> {
                     .map(str::to_string),
             );
         }
-    };
-    let pieces = std::iter::once(bytes).chain(bytes.split(|b| *b == b'\n'));
-    for piece in pieces {
-        for p in Personality::ALL {
-            for v in reading::read(p, piece).unwrap_or_default() {
-                match &v {
-                    Value::Array(items) => items.iter().for_each(&mut visit),
-                    one => visit(one),
-                }
-            }
-        }
-    }
+    });
     names
 }
 

@@ -218,6 +218,28 @@ impl<'de, R: OnDuplicate> Visitor<'de> for ReadVisitor<R> {
     }
 }
 
+/// Every message some reading of `bytes` finds, each passed to `visit`: every personality's
+/// reading of the whole text (a BOM skipped) and, when it has several lines, of each line; the
+/// items of a batch one by one. What a server of any kind may take from the bytes.
+pub fn each_message_read(bytes: &[u8], mut visit: impl FnMut(&Value)) {
+    let stripped = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let pieces = std::iter::once(stripped).chain(
+        stripped
+            .split(|b| *b == b'\n')
+            .filter(|_| stripped.contains(&b'\n')),
+    );
+    for piece in pieces {
+        for p in Personality::ALL {
+            for v in read(p, piece).unwrap_or_default() {
+                match &v {
+                    Value::Array(items) => items.iter().for_each(&mut visit),
+                    one => visit(one),
+                }
+            }
+        }
+    }
+}
+
 /// Strict reading: exactly one JSON value in UTF-8, no BOM, no duplicate member names (compared
 /// after unescaping), no lone surrogates, nesting at most 128 deep, nothing after the value.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {

@@ -146,13 +146,14 @@ impl Judge<'_> {
 
     /// Each response's id follows one of the case's rules (the first one that does not is
     /// reported). A refusal that is a tool result (`--deny-style result`) answers the request,
-    /// so it carries the request's id whatever the case says of errors; judged fail-closed, any
-    /// sane id (the request's, null or none) will do.
-    pub(super) fn ids(&mut self, result_refusal: bool) {
+    /// so it carries the request's id whatever the case says of errors; judged fail-closed, a
+    /// refusal may carry any sane id (the request's, null or none). What succeeds keeps the
+    /// case's rule.
+    pub(super) fn ids(&mut self, observed: &Observed, result_refusal: bool) {
         let Some(mut rules) = self.expect.id.clone() else {
             return;
         };
-        if self.fail_closed {
+        if self.fail_closed && *observed == Observed::Outcome(Outcome::Reject) {
             rules = OneOrMany::Many(vec![IdRule::Echo, IdRule::NullOrAbsent]);
         } else if result_refusal && !rules.as_slice().contains(&IdRule::Echo) {
             let mut with_echo = rules.as_slice().to_vec();

@@ -312,7 +312,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     j.http_status(&observed, binding_refusal);
     j.challenge();
     j.error_code(&observed, binding_refusal || result_refusal);
-    j.ids(result_refusal);
+    j.ids(&observed, result_refusal);
     j.shape();
     j.media_type();
     j.negotiated_version();
@@ -677,6 +677,17 @@ mod tests {
         accepted.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})];
         let v = judge(&c, &accepted, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+        // What must succeed keeps its rule: a result with a null id is not the request's answer.
+        let allowed = case(
+            r#"{"title": "t", "requirements": ["GATE-FWD-01"], "profiles": ["gate"],
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "{{allowed_tool}}", "arguments": {}}}}},
+            "expect": {"outcome": "accept", "id": "echo"}}"#,
+        );
+        let mut null_id = refusal();
+        null_id.messages = vec![json!({"jsonrpc": "2.0", "id": null, "result": {"content": []}})];
+        let v = judge(&allowed, &null_id, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
     }
 
     #[test]

@@ -294,10 +294,9 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
 /// gives to anything else. An id that some reading takes as another method or tool (a duplicate
 /// `name`, say) is left out: its successful answer could be the harmless reading's.
 pub fn denied_call_ids(bytes: &[u8], denied_tool: &str, mapping: &CallMapping) -> Vec<Value> {
-    use crate::reading::{self as json, Personality};
     let mut denied: Vec<Value> = Vec::new();
     let mut other: Vec<Value> = Vec::new();
-    let mut visit = |m: &Value| {
+    let visit = |m: &Value| {
         let Some(id) = m.get("id").filter(|i| !i.is_null()) else {
             return;
         };
@@ -311,22 +310,7 @@ pub fn denied_call_ids(bytes: &[u8], denied_tool: &str, mapping: &CallMapping) -
             list.push(id.clone());
         }
     };
-    let stripped = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
-    let pieces = std::iter::once(stripped).chain(
-        stripped
-            .split(|b| *b == b'\n')
-            .filter(|_| stripped.contains(&b'\n')),
-    );
-    for piece in pieces {
-        for p in Personality::ALL {
-            for v in json::read(p, piece).unwrap_or_default() {
-                match &v {
-                    Value::Array(items) => items.iter().for_each(&mut visit),
-                    one => visit(one),
-                }
-            }
-        }
-    }
+    crate::reading::each_message_read(bytes, visit);
     denied.retain(|id| !other.contains(id));
     denied
 }
