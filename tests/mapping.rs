@@ -205,6 +205,21 @@ fn meta_flags() -> Vec<&'static str> {
     ]
 }
 
+/// Run the catalogue (`filter`) through the renaming fixture `gate`, its calls spelled `lab_{tool}`.
+fn run_renamed(gate: &str, filter: &[&str]) -> (i32, Report) {
+    run_with_report(
+        &[
+            "--gate-stdio",
+            gate,
+            "--tool-name",
+            "lab_{tool}",
+            "--spec",
+            SPEC,
+        ],
+        filter,
+    )
+}
+
 /// A gate that renames its tools passes the catalogue when the runner spells the calls its
 /// way; the cases that spell a tool literally (escaped names, raw HTTP) are not applicable, and
 /// without the mapping the allowed tool is unknown to it.
@@ -215,17 +230,7 @@ fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
     }
     let dir = tempfile::tempdir().unwrap();
     let gate = mapping_gate(dir.path(), "--prefix lab_");
-    let (code, report) = run_with_report(
-        &[
-            "--gate-stdio",
-            &gate,
-            "--tool-name",
-            "lab_{tool}",
-            "--spec",
-            SPEC,
-        ],
-        &[],
-    );
+    let (code, report) = run_renamed(&gate, &[]);
     assert_eq!(not_passed(&report), BTreeSet::new());
     assert_eq!(code, 0);
     let ran = |id: &str| {
@@ -269,17 +274,7 @@ fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
     }
     let dir = tempfile::tempdir().unwrap();
     let gate = mapping_gate(dir.path(), "--prefix lab_ --broken policy-on-exposed-name");
-    let (code, report) = run_with_report(
-        &[
-            "--gate-stdio",
-            &gate,
-            "--tool-name",
-            "lab_{tool}",
-            "--spec",
-            SPEC,
-        ],
-        &["smuggling/"],
-    );
+    let (code, report) = run_renamed(&gate, &["smuggling/"]);
     assert_eq!(code, 1);
     let ran: BTreeSet<&String> = report
         .results
