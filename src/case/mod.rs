@@ -159,6 +159,7 @@ impl Case {
         let s = &self.spec;
         std::iter::once(&s.expect)
             .chain(s.strict.iter())
+            .chain(s.prefer.iter())
             .chain(s.gate.iter())
             .chain(s.modern.iter())
             .any(|e| e.max_memory_growth_kib.is_some())
@@ -185,10 +186,28 @@ impl Case {
             Profile::Gate => self.spec.gate.as_ref().or(self.spec.strict.as_ref()),
             Profile::Server => self.spec.strict.as_ref(),
         };
-        let expect = match narrower {
-            Some(n) => self.spec.expect.narrowed_by(n),
-            None => self.spec.expect.clone(),
-        };
+        let mut expect = self.spec.expect.clone();
+        if narrows {
+            // A narrowed reading holds the endpoint to what is preferred, then to its own set.
+            if let Some(p) = &self.spec.prefer {
+                expect = expect.narrowed_by(p);
+            }
+        }
+        if let Some(n) = narrower {
+            expect = expect.narrowed_by(n);
+        }
+        self.modern_part(expect, version)
+    }
+
+    /// The case's `prefer` set in a reading that does not narrow (see [`Case::expectation`]):
+    /// what the judge checks a second time, a miss being a warning. `None` when the case has
+    /// none or the reading narrows anyway.
+    pub fn preferred(&self, narrows: bool, version: &str) -> Option<Expect> {
+        let p = self.spec.prefer.as_ref().filter(|_| !narrows)?;
+        Some(self.modern_part(self.spec.expect.narrowed_by(p), version))
+    }
+
+    fn modern_part(&self, expect: Expect, version: &str) -> Expect {
         match &self.spec.modern {
             Some(m) if crate::versions::is_modern(version) => expect.narrowed_by(m),
             _ => expect,
@@ -650,8 +669,27 @@ fn validate_expectations(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.expect.outcome.is_none() {
         return Err(invalid(path, "`expect.outcome` is required"));
     }
+    // `closed` is an HTTP connection's; a stdio case that meant it says `alive: false`.
+    let lists_closed = |e: &Expect| {
+        e.outcome
+            .as_ref()
+            .is_some_and(|o| o.as_slice().contains(&Outcome::Closed))
+    };
+    let http_only = spec.transports.as_deref() == Some(&[TransportKind::Http][..]);
+    let sets = std::iter::once(&spec.expect)
+        .chain(spec.strict.iter())
+        .chain(spec.prefer.iter())
+        .chain(spec.gate.iter())
+        .chain(spec.modern.iter());
+    if !http_only && sets.into_iter().any(lists_closed) {
+        return Err(invalid(
+            path,
+            "outcome `closed` is an HTTP connection's: the case must say `\"transports\": [\"http\"]`",
+        ));
+    }
     for (key, narrower) in [
         ("strict", &spec.strict),
+        ("prefer", &spec.prefer),
         ("gate", &spec.gate),
         ("modern", &spec.modern),
     ] {

@@ -207,6 +207,11 @@ pub struct CaseSpec {
     pub expect: Expect,
     #[serde(default)]
     pub strict: Option<Expect>,
+    /// What a good endpoint answers where the rules the case cites leave a choice (405 over 404
+    /// for a PUT, 400 or 413 over 500 for input too deep to read): narrowing `expect`, a miss is
+    /// a warning in a default run; every narrowed set (`strict`, `gate`) includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<Expect>,
     /// The set in force under the gate profile (narrowing `expect`), when it differs from
     /// `strict`: the reference gate's error table differs from plain JSON-RPC (malformed input,
     /// parse errors included, is `{{code_malformed}}`).
@@ -285,6 +290,9 @@ pub enum Outcome {
     Reject,
     Accept,
     Silent,
+    /// HTTP: the connection closed before any answer began (a server that stops reading a body
+    /// too large to take). Only where a case lists it; elsewhere that is no answer at all.
+    Closed,
 }
 
 impl Outcome {
@@ -293,6 +301,7 @@ impl Outcome {
             Outcome::Reject => "reject",
             Outcome::Accept => "accept",
             Outcome::Silent => "silent",
+            Outcome::Closed => "closed",
         }
     }
 }

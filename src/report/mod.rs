@@ -196,10 +196,19 @@ pub fn warning_summary(records: &[Record]) -> String {
     }
     let mut out = format!("\nwarnings ({}; they fail under --strict):\n", warned.len());
     for r in warned {
-        let first = r.findings.first().map_or(String::new(), |f| {
-            format!("[{}] {}", f.check.as_str(), f.message)
-        });
-        out.push_str(&format!("    [{}] {}: {}\n", kind_of(r), r.id, first));
+        // Every finding that warned (a note is not one), in the judge's order.
+        let warned: Vec<String> = r
+            .findings
+            .iter()
+            .filter(|f| f.status == crate::verdict::Status::Warn)
+            .map(|f| format!("[{}] {}", f.check.as_str(), f.message))
+            .collect();
+        out.push_str(&format!(
+            "    [{}] {}: {}\n",
+            kind_of(r),
+            r.id,
+            warned.join("; ")
+        ));
     }
     out
 }

@@ -91,6 +91,9 @@ pub struct Observation {
     pub request_readable: bool,
     /// The JSON-RPC method of the case's message, when its body is an object with one.
     pub request_method: Option<String>,
+    /// How long the case's body was (lines and bytes), when the runner could hold it: a parser
+    /// position within it only points into what the client itself sent.
+    pub request_extent: Option<Extent>,
     /// HTTP: the `Accept` header the case's request carried, if any.
     pub request_accept: Option<String>,
     /// HTTP only.
@@ -137,6 +140,22 @@ pub struct Observation {
 }
 
 /// A further HTTP response read on a connection after the first one.
+/// The size of a body the runner sent: its lines (a body without a newline is one line) and bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    pub lines: usize,
+    pub bytes: usize,
+}
+
+impl Extent {
+    pub fn of(bytes: &[u8]) -> Extent {
+        Extent {
+            lines: bytes.iter().filter(|b| **b == b'\n').count() + 1,
+            bytes: bytes.len(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct TrailingAnswer {
     pub status: u16,
@@ -152,6 +171,7 @@ impl Observation {
             expects_response: false,
             request_readable: false,
             request_method: None,
+            request_extent: None,
             request_accept: None,
             http: None,
             messages: Vec::new(),

@@ -57,9 +57,16 @@ impl Judge<'_> {
             return;
         }
         let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();
+        // The hint is for a refusal of the denied tool: an isError answer to any other call is
+        // that tool failing (a validation error, say), which no deny style makes a refusal.
+        let denied_call_results = self.resp.iter().all(|r| {
+            is_error_result(r)
+                && r.get("id")
+                    .is_some_and(|id| self.obs.denied_ids.contains(id))
+        });
         let hint = if *observed == Observed::Outcome(Outcome::Accept)
             && !self.resp.is_empty()
-            && self.resp.iter().all(|r| is_error_result(r))
+            && denied_call_results
         {
             " (a tool result marked isError: if that is how the target refuses, say --deny-style result)"
         } else {

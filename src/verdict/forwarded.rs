@@ -17,7 +17,7 @@ impl Judge<'_> {
                 self.expect.outcome.as_ref().and_then(|o| {
                     o.as_slice()
                         .iter()
-                        .all(|o| matches!(o, Outcome::Reject | Outcome::Silent))
+                        .all(|o| matches!(o, Outcome::Reject | Outcome::Silent | Outcome::Closed))
                         .then_some(false)
                 })
             })

@@ -1,51 +1,91 @@
 //! The leak oracle: internal detail that must not reach a client (REQUIREMENTS.md FC-NOLEAK,
-//! GATE-ERR-01): stack traces, file paths, parser offsets, exception class names, HTML error
-//! pages, and any secret the user passed with `--header`.
+//! GATE-ERR-01, CWE-209): stack traces, file paths, exception class names, HTML error pages,
+//! parser positions, and any secret the user passed with `--header`.
+//!
+//! Not every hit weighs the same (REQUIREMENTS.md A26). What tells an attacker about the
+//! program (a stack trace, a path, an exception class, a credential) is information exposure
+//! and fails on any target. What only points back into the client's own input (a parser
+//! position inside the body the client sent, a validation library's text about it) is info on
+//! a server and fails only where error texts are specified (the reference gate's table, and
+//! `--strict`). The rest (an HTML error page, a parser position that points past the body)
+//! warns on a server and fails on a gate, as before.
 
+use crate::transport::Extent;
 use std::sync::OnceLock;
 
-/// Each kind of internal detail the oracle knows: its name, and the pattern that finds it.
-const PATTERNS: &[(&str, &str)] = &[
+/// How much a kind of detail weighs (see the module's text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Weight {
+    /// About the client's own input: info on a server.
+    Echo,
+    /// Internal detail that is not yet exposure: warns on a server.
+    Detail,
+    /// Information exposure (CWE-209): fails on every target.
+    Exposure,
+}
+
+/// Each kind of internal detail the oracle knows: its name, its weight, and the pattern that
+/// finds it. Parser positions are judged apart ([`parser_positions`]).
+const PATTERNS: &[(&str, Weight, &str)] = &[
     (
         "a Python stack trace",
+        Weight::Exposure,
         r"Traceback \(most recent call last\)|File \x22[^\x22]+\x22, line \d+",
     ),
-    ("a Rust panic", r"panicked at |RUST_BACKTRACE"),
+    (
+        "a Rust panic",
+        Weight::Exposure,
+        r"panicked at |RUST_BACKTRACE",
+    ),
     (
         "a JavaScript stack frame",
+        Weight::Exposure,
         r"\bat [\w$.<>\[\] ]+ \(?[^\s()]+:\d+:\d+\)?",
     ),
     (
         "a source file and line",
+        Weight::Exposure,
         r"\.(rs|py|js|mjs|cjs|ts|go|java|rb|cs|php):\d+",
     ),
     (
         "a file-system path",
+        Weight::Exposure,
         r"(^|[\s\x22'(=:])(/(usr|home|srv|var|opt|app|root|tmp|etc|Users)/[^\s\x22']+|[A-Za-z]:\\[^\s\x22']+)",
     ),
     (
-        "a parser offset",
-        r"(?i)\bline \d+,? column \d+|\bat line \d+|\bat position \d+|\bat offset \d+|\bcolumn \d+ of line",
-    ),
-    (
         "an exception class name",
+        Weight::Exposure,
         r"\b[A-Z][A-Za-z]+(Error|Exception): ",
     ),
-    ("an HTML error page", r"(?i)<!doctype html|<html[\s>]"),
+    (
+        "an HTML error page",
+        Weight::Detail,
+        r"(?i)<!doctype html|<html[\s>]",
+    ),
     (
         "a Java or .NET exception",
+        Weight::Exposure,
         r"\b(java|javax|System|Microsoft)\.[A-Za-z.]+(Exception|Error)\b",
     ),
-    ("a Go runtime trace", r"goroutine \d+ \[|runtime\.gopanic"),
+    (
+        "a Go runtime trace",
+        Weight::Exposure,
+        r"goroutine \d+ \[|runtime\.gopanic",
+    ),
     (
         "a pydantic validation text",
+        Weight::Echo,
         r"validation errors? for [A-Za-z_]|input_value=|input_type=|errors\.pydantic\.dev",
     ),
     (
         "an Express/Node error page",
+        Weight::Exposure,
         r"(?i)<pre>[A-Za-z]*Error\b|&nbsp;(&nbsp;)*at |<br> *&nbsp;",
     ),
 ];
+
+/// A parser position: a line (first or second group) or a byte offset (third).
+const POSITION: &str = r"(?i)\bline (\d+),? column \d+|\bcolumn \d+ of line (\d+)|\bat line (\d+)|\bat (?:position|offset) (\d+)";
 
 fn patterns() -> &'static [regex::Regex] {
     static SET: OnceLock<Vec<regex::Regex>> = OnceLock::new();
@@ -54,39 +94,114 @@ fn patterns() -> &'static [regex::Regex] {
         // catches, never an empty oracle at run time.
         PATTERNS
             .iter()
-            .map(|(name, p)| {
-                regex::Regex::new(p)
-                    .unwrap_or_else(|e| panic!("leak pattern for {name} does not compile: {e}"))
-            })
+            .map(|(name, _, p)| compile(name, p))
             .collect()
     })
 }
 
-/// What leaked, if anything: for each kind found, its name and the text that matched (at most
-/// 60 characters of it), so a reader sees why; secrets are named, never shown.
-pub fn find_leaks(text: &str, secrets: &[String]) -> Vec<String> {
-    let mut hits: Vec<String> = patterns()
+fn compile(name: &str, pattern: &str) -> regex::Regex {
+    regex::Regex::new(pattern)
+        .unwrap_or_else(|e| panic!("leak pattern for {name} does not compile: {e}"))
+}
+
+fn position() -> &'static regex::Regex {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    RE.get_or_init(|| compile("a parser offset", POSITION))
+}
+
+/// One kind of detail found: what it is, how much it weighs, and the text that matched (at
+/// most 60 characters of it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub kind: &'static str,
+    pub weight: Weight,
+    pub shown: String,
+}
+
+impl std::fmt::Display for Hit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.shown.is_empty() {
+            f.write_str(self.kind)
+        } else {
+            write!(f, "{} (`{}`)", self.kind, self.shown)
+        }
+    }
+}
+
+fn shown(text: &str) -> String {
+    text.trim()
+        .chars()
+        .take(60)
+        .collect::<String>()
+        .escape_debug()
+        .to_string()
+}
+
+/// Parser positions in `text`: an echo when every one of them lies inside the body the client
+/// sent (`extent`), internal detail when one points past it. Of a body whose size the runner
+/// does not know (a raw request, a body too large to hold) only its first line is known to exist.
+fn parser_positions(text: &str, extent: Option<Extent>) -> Option<Hit> {
+    let extent = extent.unwrap_or(Extent { lines: 1, bytes: 0 });
+    let mut first = None;
+    let mut inside = true;
+    for c in position().captures_iter(text) {
+        first.get_or_insert_with(|| c.get(0).map_or("", |m| m.as_str()).to_string());
+        let number = |i: usize| c.get(i).and_then(|m| m.as_str().parse::<usize>().ok());
+        let within = match (number(1).or(number(2)).or(number(3)), number(4)) {
+            (Some(line), _) => line <= extent.lines,
+            (None, Some(offset)) => offset <= extent.bytes,
+            (None, None) => false,
+        };
+        inside &= within;
+    }
+    let matched = first?;
+    Some(Hit {
+        kind: if inside {
+            "a parser position inside the client's own body"
+        } else {
+            "a parser offset"
+        },
+        weight: if inside { Weight::Echo } else { Weight::Detail },
+        shown: shown(&matched),
+    })
+}
+
+/// What leaked, if anything: each kind found once, with its weight and the text that matched;
+/// secrets are named, never shown. `extent` is the size of the body the client sent.
+pub fn find_leaks(text: &str, secrets: &[String], extent: Option<Extent>) -> Vec<Hit> {
+    let mut hits: Vec<Hit> = patterns()
         .iter()
         .zip(PATTERNS)
-        .filter_map(|(re, (name, _))| {
+        .filter_map(|(re, (kind, weight, _))| {
             let m = re.find(text)?;
-            let shown: String = m.as_str().trim().chars().take(60).collect();
-            Some(format!("{name} (`{}`)", shown.escape_debug()))
+            Some(Hit {
+                kind,
+                weight: *weight,
+                shown: shown(m.as_str()),
+            })
         })
         .collect();
+    hits.extend(parser_positions(text, extent));
     if secrets
         .iter()
         .any(|s| s.len() >= 4 && text.contains(s.as_str()))
     {
-        hits.push("a credential passed with --header".into());
+        hits.push(Hit {
+            kind: "a credential passed with --header",
+            weight: Weight::Exposure,
+            shown: String::new(),
+        });
     }
     hits
 }
 
 impl super::Judge<'_> {
     /// Leaks: only what the endpoint said about errors (and any output that is not a message,
-    /// and the HTTP headers), not results it was asked to echo. A leak warns under the server
-    /// profile and fails under `--strict` and the gate profile.
+    /// and the HTTP headers), not results it was asked to echo. Exposure fails on every
+    /// target; other internal detail warns on a server and fails on a gate and under
+    /// `--strict`; an echo of the client's own input is a note on a server and a third-party
+    /// gate warns of it, and it fails where error texts are specified (`strict` here: the
+    /// reference gate's table, or `--strict`).
     pub(super) fn leaks(&mut self) {
         let obs = self.obs;
         let mut leak_text = String::new();
@@ -105,18 +220,41 @@ impl super::Judge<'_> {
                 leak_text.push_str(&format!("{k}: {v}\n"));
             }
         }
-        let leaks = find_leaks(&leak_text, &self.ctx.secrets);
-        if !leaks.is_empty() && self.expect.leak != Some(true) {
-            let status = if self.ctx.profile == crate::case::Profile::Gate || self.ctx.strict {
-                super::Status::Fail
+        if self.expect.leak == Some(true) {
+            return;
+        }
+        let hits = find_leaks(&leak_text, &self.ctx.secrets, obs.request_extent);
+        let (gate, strict) = (self.ctx.profile == crate::case::Profile::Gate, self.strict);
+        let status_of = move |w: Weight| match w {
+            Weight::Exposure => super::Status::Fail,
+            Weight::Detail if gate || strict => super::Status::Fail,
+            Weight::Detail => super::Status::Warn,
+            Weight::Echo if strict => super::Status::Fail,
+            Weight::Echo if gate => super::Status::Warn,
+            Weight::Echo => super::Status::Pass,
+        };
+        // One finding per status, worst first: each names every kind that weighs that much.
+        let mut statuses: Vec<super::Status> = hits.iter().map(|h| status_of(h.weight)).collect();
+        statuses.sort_by(|a, b| b.cmp(a));
+        statuses.dedup();
+        for status in statuses {
+            let group: Vec<&Hit> = hits
+                .iter()
+                .filter(|h| status_of(h.weight) == status)
+                .collect();
+            let names = group
+                .iter()
+                .map(|h| h.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let message = if status == super::Status::Pass {
+                format!("the answer carries {names}: it only points back into the client's own input (info)")
+            } else if group.iter().any(|h| h.weight == Weight::Exposure) {
+                format!("the answer exposes {names} (information exposure, CWE-209)")
             } else {
-                super::Status::Warn
+                format!("the answer exposes {names}")
             };
-            self.add(
-                super::Check::Leak,
-                status,
-                format!("the answer exposes {}", leaks.join(", ")),
-            );
+            self.add(super::Check::Leak, status, message);
         }
     }
 }
@@ -125,41 +263,93 @@ impl super::Judge<'_> {
 mod tests {
     use super::*;
 
+    fn kinds(text: &str, extent: Option<Extent>) -> Vec<(&'static str, Weight)> {
+        find_leaks(text, &[], extent)
+            .into_iter()
+            .map(|h| (h.kind, h.weight))
+            .collect()
+    }
+
     #[test]
     fn finds_the_classes_it_names() {
-        for (text, what) in [
-            ("Traceback (most recent call last):", "a Python stack trace"),
-            ("thread 'main' panicked at src/x.rs:3:5", "a Rust panic"),
+        for (text, what, weight) in [
+            ("Traceback (most recent call last):", "a Python stack trace", Weight::Exposure),
+            ("thread 'main' panicked at src/x.rs:3:5", "a Rust panic", Weight::Exposure),
             (
                 "    at Object.parse (/app/node_modules/x/index.js:12:7)",
                 "a JavaScript stack frame",
+                Weight::Exposure,
             ),
-            ("expected value at line 1 column 34", "a parser offset"),
-            ("SyntaxError: Unexpected token", "an exception class name"),
-            ("<!DOCTYPE html><title>500</title>", "an HTML error page"),
-            ("open /etc/mcp/policy.json failed", "a file-system path"),
+            ("SyntaxError: Unexpected token", "an exception class name", Weight::Exposure),
+            ("<!DOCTYPE html><title>500</title>", "an HTML error page", Weight::Detail),
+            ("open /etc/mcp/policy.json failed", "a file-system path", Weight::Exposure),
             (
                 "1 validation error for call_toolArguments\ntext\n  Field required [type=missing, input_value={}, input_type=dict]",
                 "a pydantic validation text",
+                Weight::Echo,
             ),
             (
                 "For further information visit https://errors.pydantic.dev/2.11/v/missing",
                 "a pydantic validation text",
-            ),
-            (
-                "invalid type: string \"x\", expected u32 at line 1 column 7",
-                "a parser offset",
+                Weight::Echo,
             ),
             (
                 "<pre>SyntaxError: Unexpected token } in JSON at position 12<br> &nbsp; &nbsp;at JSON.parse (&lt;anonymous&gt;)</pre>",
                 "an Express/Node error page",
+                Weight::Exposure,
             ),
         ] {
-            let found = find_leaks(text, &[]);
-            assert!(found.iter().any(|h| h.starts_with(what)), "{text}: {found:?}");
+            let found = kinds(text, None);
+            assert!(found.contains(&(what, weight)), "{text}: {found:?}");
         }
         // Every pattern compiles.
         assert_eq!(patterns().len(), PATTERNS.len());
+        assert_eq!(
+            find_leaks("token abc123xyz", &["abc123xyz".into()], None)[0].weight,
+            Weight::Exposure
+        );
+    }
+
+    #[test]
+    fn a_parser_position_inside_the_clients_body_is_an_echo() {
+        let one_line = Some(Extent {
+            lines: 1,
+            bytes: 40,
+        });
+        let inside = (
+            "a parser position inside the client's own body",
+            Weight::Echo,
+        );
+        let outside = ("a parser offset", Weight::Detail);
+        for (text, extent, want) in [
+            ("expected value at line 1 column 34", one_line, inside),
+            (
+                "invalid type: string \"x\", expected u32 at line 1 column 7",
+                one_line,
+                inside,
+            ),
+            ("Unexpected token in JSON at position 12", one_line, inside),
+            // Past the client's body: the parser read something else.
+            ("expected value at line 2 column 1", one_line, outside),
+            (
+                "Unexpected token in JSON at position 900",
+                one_line,
+                outside,
+            ),
+            ("line 1 column 2; at line 7", one_line, outside),
+            // A two-line body (CR LF only) has a second line.
+            (
+                "EOF while parsing at line 2 column 0",
+                Some(Extent { lines: 2, bytes: 2 }),
+                inside,
+            ),
+            // A body the runner could not hold: only its first line is known to exist.
+            ("expected value at line 1 column 34", None, inside),
+            ("expected value at line 3 column 1", None, outside),
+            ("Unexpected token in JSON at position 12", None, outside),
+        ] {
+            assert_eq!(kinds(text, extent), vec![want], "{text}");
+        }
     }
 
     #[test]
@@ -171,14 +361,10 @@ mod tests {
             "content-type: application/json\nmcp-session-id: 0f3a",
         ] {
             assert!(
-                find_leaks(text, &[]).is_empty(),
+                kinds(text, None).is_empty(),
                 "{text}: {:?}",
-                find_leaks(text, &[])
+                kinds(text, None)
             );
         }
-        assert_eq!(
-            find_leaks("token abc123xyz", &["abc123xyz".into()]).len(),
-            1
-        );
     }
 }

@@ -233,13 +233,26 @@ fn is_response(v: &Value) -> bool {
     v.get("result").is_some() || v.get("error").is_some()
 }
 
-/// Classify what came back.
-/// `close_allowed`: the case lets the endpoint end (its `alive` is false), so closing without a
-/// word counts as silence.
-pub fn observe(obs: &Observation, ctx: &Context, close_allowed: bool) -> Observed {
+/// Classify what came back, in the terms of `expect`: where it lets the endpoint end (its
+/// `alive` is false), closing without a word counts as silence; where it lists `closed`, an
+/// HTTP connection closed before any answer is that.
+pub fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Observed {
+    let listed = |o: Outcome| {
+        expect
+            .outcome
+            .as_ref()
+            .is_some_and(|set| set.as_slice().contains(&o))
+    };
     match &obs.ending {
         Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
-        Ending::Closed if close_allowed && obs.http.is_none() => {
+        Ending::Closed
+            if obs.http.is_none()
+                && ctx.transport == TransportKind::Http
+                && listed(Outcome::Closed) =>
+        {
+            return Observed::Outcome(Outcome::Closed)
+        }
+        Ending::Closed if expect.alive == Some(false) && obs.http.is_none() => {
             return Observed::Outcome(Outcome::Silent)
         }
         Ending::Closed => return Observed::NoAnswer("closed without answering".into()),
@@ -288,13 +301,44 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
         .join(", ")
 }
 
-/// Judge one observation: the oracles in a fixed order (findings are reported in it).
+/// Judge one observation: the oracles in a fixed order (findings are reported in it). A case
+/// with a `prefer` set is judged a second time by it (where the reading does not narrow
+/// anyway): what only that reading finds is a warning (`preferred: ...`).
 pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
-    let mut j = Judge::new(case, obs, ctx);
+    let narrows = ctx.narrows();
+    let mut verdict = judge_by(
+        case,
+        obs,
+        ctx,
+        case.expectation(ctx.profile, narrows, &ctx.version),
+    );
+    let Some(preferred) = case.preferred(narrows, &ctx.version) else {
+        return verdict;
+    };
+    let seen: Vec<Check> = verdict.findings.iter().map(|f| f.check).collect();
+    let more: Vec<Finding> = judge_by(case, obs, ctx, preferred)
+        .findings
+        .into_iter()
+        .filter(|f| f.status != Status::Pass && !seen.contains(&f.check))
+        .map(|f| Finding {
+            check: f.check,
+            status: Status::Warn,
+            message: format!("preferred: {}", f.message),
+        })
+        .collect();
+    if !more.is_empty() {
+        verdict.findings.extend(more);
+        verdict.status = verdict.status.max(Status::Warn);
+    }
+    verdict
+}
+
+fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Verdict {
+    let mut j = Judge::new(case, obs, ctx, expect);
     let observed = if obs.setup_error.is_some() {
         Observed::NoAnswer("not sent".into())
     } else {
-        observe(obs, ctx, j.expect.alive == Some(false))
+        observe(obs, ctx, &j.expect)
     };
     if let Some(e) = &obs.setup_error {
         j.add(
@@ -352,7 +396,7 @@ struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    fn new(case: &'a Case, obs: &'a Observation, ctx: &'a Context) -> Judge<'a> {
+    fn new(case: &'a Case, obs: &'a Observation, ctx: &'a Context, expect: Expect) -> Judge<'a> {
         let resp = responses(obs);
         let first_error_code = resp.iter().find_map(|r| {
             r.get("error")
@@ -364,7 +408,7 @@ impl<'a> Judge<'a> {
             case,
             obs,
             ctx,
-            expect: case.expectation(ctx.profile, narrows, &ctx.version),
+            expect,
             resp,
             first_error_code,
             level_status: match case.spec.level {
@@ -808,5 +852,140 @@ mod tests {
             vec![json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})];
         let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    /// The false-failure classes of a too narrow acceptable set: each allowed answer passed
+    /// as must with a warning, and the answers that are wrong still fail.
+    #[test]
+    fn what_is_only_preferred_warns_and_what_is_wrong_still_fails() {
+        let put = case(
+            r#"{"title": "t", "requirements": ["MCP-HTTP-EP-02"], "transports": ["http"],
+            "request": {"method": "PUT", "body": {"json": {"jsonrpc": "2.0", "id": 1,
+                "method": "tools/call", "params": {"name": "{{denied_tool}}", "arguments": {}}}}},
+            "expect": {"outcome": "reject", "http_status": ["4xx"]},
+            "prefer": {"http_status": 405}}"#,
+        );
+        let status = |code: u16| {
+            let mut obs = answered(code, Vec::new());
+            obs.messages.clear();
+            obs
+        };
+        let server = ctx("2025-11-25", DenyStyle::Error);
+        let v = judge(&put, &status(405), &server);
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        let v = judge(&put, &status(404), &server);
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert_eq!(checks(&v, Status::Warn), ["http_status"]);
+        assert!(v.findings[0].message.starts_with("preferred: "), "{v:?}");
+        // Under --strict the preferred set is the set.
+        let strict = Context {
+            strict: true,
+            ..ctx("2025-11-25", DenyStyle::Error)
+        };
+        assert_eq!(judge(&put, &status(404), &strict).status, Status::Fail);
+        // A 2xx is no refusal at all.
+        let mut ran = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
+        );
+        ran.denied_ids = vec![json!(1)];
+        assert_eq!(judge(&put, &ran, &server).status, Status::Fail);
+    }
+
+    #[test]
+    fn a_connection_closed_before_any_answer_is_an_outcome_only_where_listed() {
+        let oversize = |outcome: &str| {
+            case(&format!(
+                r#"{{"title": "t", "requirements": ["JSON-SIZE-01"], "transports": ["http"],
+                "request": {{"body": {{"json": {{"jsonrpc": "2.0", "id": 1, "method": "ping"}}}}}},
+                "expect": {{"outcome": {outcome}, "http_status": [413, 400], "alive": true}},
+                "prefer": {{"outcome": "reject"}}}}"#
+            ))
+        };
+        let mut closed = Observation::new(TransportKind::Http);
+        closed.ending = Ending::Closed;
+        closed.alive = Some(true);
+        let server = ctx("2025-11-25", DenyStyle::Error);
+        let v = judge(&oversize(r#"["reject", "closed"]"#), &closed, &server);
+        assert_eq!(v.observed, Observed::Outcome(Outcome::Closed));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert_eq!(checks(&v, Status::Warn), ["outcome"]);
+        // Not listed: no answer, a failure.
+        let v = judge(&oversize(r#""reject""#), &closed, &server);
+        assert!(matches!(v.observed, Observed::NoAnswer(_)), "{v:?}");
+        assert_eq!(v.status, Status::Fail);
+        // Listed, but the server died of it: still a failure.
+        closed.alive = Some(false);
+        let v = judge(&oversize(r#"["reject", "closed"]"#), &closed, &server);
+        assert!(checks(&v, Status::Fail).contains(&"alive"), "{v:?}");
+    }
+
+    #[test]
+    fn exposure_fails_everywhere_and_an_echo_of_the_input_is_a_note_on_a_server() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["JSON-TEXT-01"],
+            "request": {"body": {"text": "{\"jsonrpc\": \"2.0\", \"id\": 1,"}},
+            "expect": {"outcome": "reject", "id": ["echo", "null", "absent"]}}"#,
+        );
+        let refusal = |message: &str| {
+            let mut obs = answered(
+                400,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}}),
+                ],
+            );
+            obs.request_extent = Some(crate::transport::Extent {
+                lines: 1,
+                bytes: 30,
+            });
+            obs
+        };
+        let server = ctx("2025-11-25", DenyStyle::Error);
+        let echo = refusal("Parse error: EOF while parsing an object at line 1 column 30");
+        let v = judge(&c, &echo, &server);
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        assert_eq!(
+            checks(&v, Status::Pass),
+            ["leak"],
+            "a note says what was seen"
+        );
+        // Where error texts are specified (the reference gate, --strict) it fails.
+        let strict = Context {
+            strict: true,
+            ..ctx("2025-11-25", DenyStyle::Error)
+        };
+        assert_eq!(judge(&c, &echo, &strict).status, Status::Fail);
+        // A path and a stack frame fail a default run on a plain server.
+        let trace = refusal("SyntaxError: Unexpected end of JSON input\n    at JSON.parse (<anonymous>)\n    at parse (/app/node_modules/body-parser/lib/types/json.js:92:19)");
+        let v = judge(&c, &trace, &server);
+        assert_eq!(checks(&v, Status::Fail), ["leak"], "{v:?}");
+        assert!(v.findings[0].message.contains("CWE-209"), "{v:?}");
+        // An offset past the client's body is internal detail: a warning on a server.
+        let past = refusal("expected value at line 40 column 2");
+        assert_eq!(judge(&c, &past, &server).status, Status::Warn);
+    }
+
+    #[test]
+    fn the_deny_style_hint_is_given_for_the_denied_call_only() {
+        let c = case(DENIED_CALL);
+        let is_error = || {
+            answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}}),
+                ],
+            )
+        };
+        let hinted = |obs: &Observation| {
+            judge(&c, obs, &ctx("2025-11-25", DenyStyle::Error))
+                .findings
+                .iter()
+                .any(|f| f.check == Check::Outcome && f.message.contains("--deny-style result"))
+        };
+        let mut denied = is_error();
+        denied.denied_ids = vec![json!(1)];
+        assert!(hinted(&denied));
+        // The same answer to a call of another tool is that tool failing (a validation error).
+        assert!(!hinted(&is_error()));
     }
 }

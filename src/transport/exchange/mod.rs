@@ -276,6 +276,7 @@ fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
 fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Option<Value> {
     obs.expects_response = true;
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
+    obs.request_extent = Some(super::Extent::of(&bytes));
     obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
