@@ -553,6 +553,7 @@ impl Proxy {
                     "supportedVersions": self.versions,
                     "capabilities": {"tools": {"listChanged": false}},
                     "ttlMs": 0,
+                    "cacheScope": "private",
                     "_meta": {"io.modelcontextprotocol/serverInfo":
                         {"name": "reference-gate", "version": env!("CARGO_PKG_VERSION")}}
                 });

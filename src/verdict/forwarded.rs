@@ -182,6 +182,19 @@ fn forwarding_problems(
                             args.shift_remove(name);
                         }
                     }
+                    // A gate that is not ours is a client of its downstream in its own right: the
+                    // request id on that hop is its own (it multiplexes callers), and the
+                    // protocol's per-request `_meta` (version, client info, capabilities) is that
+                    // hop's, spoken at whatever version the gate and its downstream agreed. The
+                    // id the client gets back is the id oracle's.
+                    if ctx.profile == Profile::Gate && !ctx.narrows() {
+                        for m in [&mut v, &mut expected] {
+                            strip_hop_meta(m);
+                            if let Value::Object(o) = m {
+                                o.shift_remove("id");
+                            }
+                        }
+                    }
                     if v != expected {
                         out.push(format!("the witness received {v}, not {expected}"));
                     }
@@ -194,4 +207,47 @@ fn forwarding_problems(
         }
     }
     out
+}
+
+/// Removes the protocol's own keys (`io.modelcontextprotocol/…`) from `params._meta`, and the
+/// `_meta` itself when nothing else is left in it: what a proxy says of itself to its downstream.
+fn strip_hop_meta(message: &mut Value) {
+    let Some(Value::Object(params)) = message.get_mut("params") else {
+        return;
+    };
+    let empty = match params.get_mut("_meta") {
+        Some(Value::Object(meta)) => {
+            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            meta.is_empty()
+        }
+        _ => false,
+    };
+    if empty {
+        params.shift_remove("_meta");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_hop_meta;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_protocols_own_meta_is_the_hops() {
+        let mut with_hop = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"text": "hi"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "gw", "version": "1"}}}});
+        strip_hop_meta(&mut with_hop);
+        assert_eq!(
+            with_hop,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}})
+        );
+        // What the client put in `_meta` is still compared.
+        let mut progress = json!({"params": {"_meta": {"progressToken": 7,
+            "io.modelcontextprotocol/protocolVersion": "2025-11-25"}}});
+        strip_hop_meta(&mut progress);
+        assert_eq!(progress, json!({"params": {"_meta": {"progressToken": 7}}}));
+    }
 }

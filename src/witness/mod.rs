@@ -514,6 +514,13 @@ impl Witness {
             Ok(Outcome::Result(mut r)) => {
                 if let Value::Object(o) = &mut r {
                     o.insert("resultType".into(), Value::String("complete".into()));
+                    // 2026-07-28 requires the caching directives on these results (a client
+                    // on the SDKs' 2026 types refuses a list without them): never cached,
+                    // never shared.
+                    if CACHEABLE_METHODS.contains(&method) {
+                        o.entry("ttlMs").or_insert(json!(0));
+                        o.entry("cacheScope").or_insert(json!("private"));
+                    }
                 }
                 Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r}))
             }
@@ -735,6 +742,16 @@ impl Witness {
         json!({"jsonrpc": "2.0", "id": id, "error": err})
     }
 }
+
+/// The methods whose 2026-07-28 results carry `ttlMs` and `cacheScope` (both required there).
+const CACHEABLE_METHODS: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
 
 /// Ids of the witness's own requests to clients.
 static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
