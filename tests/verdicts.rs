@@ -83,19 +83,7 @@ fn the_side_channel_log_shows_a_run() {
         let mut args = vec!["--canary-text", "done", "--canary-log", log];
         args.extend_from_slice(broken);
         let w = HttpWitness::start_with(&args);
-        run_with_report(
-            &[
-                "--http",
-                &w.url,
-                "--spec",
-                "2025-11-25",
-                "--canary-text",
-                "",
-                "--canary-log",
-                log,
-            ],
-            &["batch/"],
-        )
+        run_watching_the_log(&w.url, log, &[])
     };
     // A server that executes batches runs the denied call inside one: the log grows.
     let (_, report) = run(&["--broken", "batch"]);
@@ -115,6 +103,23 @@ fn the_side_channel_log_shows_a_run() {
     assert_clean(code, &report);
 }
 
+/// The batch family against `url`, the denied tool watched through the side-channel `log` alone
+/// (no canary text), with `extra` flags.
+fn run_watching_the_log(url: &str, log: &str, extra: &[&str]) -> (i32, Report) {
+    let mut args = vec![
+        "--http",
+        url,
+        "--spec",
+        "2025-11-25",
+        "--canary-text",
+        "",
+        "--canary-log",
+        log,
+    ];
+    args.extend_from_slice(extra);
+    run_with_report(&args, &["batch/"])
+}
+
 /// The side channel says the denied tool ran, not which request ran it: only the trial that
 /// sent a call the server ran is blamed, however many jobs the run has (they then run one at a
 /// time), and never a GET, a ping or a refused batch that was in flight beside it.
@@ -132,21 +137,7 @@ fn the_side_channel_log_is_blamed_only_on_the_trial_that_ran_the_tool() {
         "batch",
     ]);
     let blamed = |jobs: &str| {
-        let (_, report) = run_with_report(
-            &[
-                "--http",
-                &w.url,
-                "--spec",
-                "2025-11-25",
-                "--canary-text",
-                "",
-                "--canary-log",
-                log,
-                "--jobs",
-                jobs,
-            ],
-            &["batch/"],
-        );
+        let (_, report) = run_watching_the_log(&w.url, log, &["--jobs", jobs]);
         let side_channel: std::collections::BTreeSet<String> = report
             .results
             .iter()
