@@ -8,7 +8,7 @@ use mcp_gauntlet::run::{self, RunOptions, Target};
 use mcp_gauntlet::settings::{CodeTable, DenyStyle, Settings};
 use mcp_gauntlet::transport::tls::TlsOptions;
 use mcp_gauntlet::versions::Spec;
-use mcp_gauntlet::witness::{self, Broken, Personality, Recorder, Witness, WitnessConfig};
+use mcp_gauntlet::witness::{self, Broken, Personality, Quirk, Recorder, Witness, WitnessConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -423,6 +423,10 @@ struct WitnessArgs {
     /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     broken: Vec<Broken>,
+    /// Allowed but unusual behaviours of real servers, for proving that verdicts are not
+    /// narrower than the specification (comma-separated or repeated).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    quirk: Vec<Quirk>,
     /// How it reads ambiguous JSON: like the downstream servers a gate sits in front of.
     #[arg(long, value_enum, default_value_t = Personality::Strict)]
     personality: Personality,
@@ -771,6 +775,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         auth,
         tool_scopes,
         broken: args.broken.into_iter().collect(),
+        quirks: args.quirk.into_iter().collect(),
         sse: args.sse,
         personality: args.personality,
         versions: args.versions,

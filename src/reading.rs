@@ -240,6 +240,58 @@ pub fn each_message_read(bytes: &[u8], mut visit: impl FnMut(&Value)) {
     }
 }
 
+/// An id a server could find in a body it then refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectedId {
+    pub id: Value,
+    /// The body is JSON (RFC 8259; duplicate names allowed). When false, it is JSON only once
+    /// its invalid UTF-8 is replaced, as decoders that repair encodings do.
+    pub json: bool,
+}
+
+/// The id of the request in `bytes` when every reading of it that finds anything finds one
+/// request object (a string `method`) with the same id, a string or an integer, and at least one
+/// reading does. JSON-RPC 2.0 section 5 asks for a null id only when the id could not be
+/// detected; such an id could, so an error may echo it. Readings are the plain JSON ones
+/// (duplicate names resolved either way, names folded), of the bytes or, when they are not
+/// UTF-8, of the bytes with invalid sequences replaced. Syntax a lenient reader repairs (a
+/// comment, a trailing comma, `NaN`), a batch, a concatenation, readings that disagree (a
+/// duplicated `id`), a fraction or any other type: none.
+pub fn detectable_id(bytes: &[u8]) -> Option<DetectedId> {
+    let json = ids_read(bytes);
+    if json.is_some() || std::str::from_utf8(bytes).is_ok() {
+        return json.map(|id| DetectedId { id, json: true });
+    }
+    let repaired = String::from_utf8_lossy(bytes);
+    ids_read(repaired.as_bytes()).map(|id| DetectedId { id, json: false })
+}
+
+/// The one id every plain JSON reading of `bytes` that succeeds gives one request object.
+fn ids_read(bytes: &[u8]) -> Option<Value> {
+    let mut found: Option<Value> = None;
+    for p in Personality::ALL
+        .into_iter()
+        .filter(|p| *p != Personality::Lenient)
+    {
+        let Ok(values) = read(p, bytes) else {
+            continue;
+        };
+        let [Value::Object(o)] = values.as_slice() else {
+            return None;
+        };
+        let id = o.get("id")?;
+        let valid = id.is_string() || id.is_i64() || id.is_u64();
+        if !valid || !o.get("method").is_some_and(Value::is_string) {
+            return None;
+        }
+        match &found {
+            Some(f) if f != id => return None,
+            _ => found = Some(id.clone()),
+        }
+    }
+    found
+}
+
 /// Strict reading: exactly one JSON value in UTF-8, no BOM, no duplicate member names (compared
 /// after unescaping), no lone surrogates, nesting at most 128 deep, nothing after the value.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
@@ -388,6 +440,59 @@ pub fn nesting_depth(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_is_detectable_only_where_every_reading_agrees() {
+        let call = |rest: &str| {
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"{rest}}}")
+        };
+        // Duplicate names elsewhere, names in another case: the id is still 7.
+        let json = |id: i64| {
+            Some(DetectedId {
+                id: Value::from(id),
+                json: true,
+            })
+        };
+        for body in [
+            call(",\"params\":{\"name\":\"a\",\"name\":\"b\"}"),
+            call(",\"params\":{\"Name\":\"a\",\"name\":\"b\"}"),
+            format!("{} ", call("")),
+        ] {
+            assert_eq!(detectable_id(body.as_bytes()), json(7), "{body}");
+        }
+        // JSON once its invalid UTF-8 is replaced.
+        let repaired = Some(DetectedId {
+            id: Value::from(7),
+            json: false,
+        });
+        let mut utf8 = call(",\"params\":{\"x\":\"?\"}").into_bytes();
+        let at = utf8.iter().position(|b| *b == b'?').unwrap_or(0);
+        utf8[at] = 0xff;
+        assert_eq!(detectable_id(&utf8), repaired);
+        // Syntax only a lenient reader repairs: a NaN id would be read as 0.
+        for body in [
+            call(",\"params\":{},"),
+            call("/* c */"),
+            "{\"jsonrpc\":\"2.0\",\"id\":NaN,\"method\":\"ping\"}".into(),
+        ] {
+            assert_eq!(detectable_id(body.as_bytes()), None, "{body}");
+        }
+        for body in [
+            // Readings disagree, or there is no one request.
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
+            "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]",
+            // Not an id a request may carry, or not a request.
+            "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",
+            "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,",
+        ] {
+            assert_eq!(detectable_id(body.as_bytes()), None, "{body}");
+        }
+    }
 
     #[test]
     fn strict_refuses_what_the_gate_must_refuse() {

@@ -251,3 +251,51 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
         "{nesting:?}"
     );
 }
+
+/// The trials of `report` that did not pass, as `case@version verdict`, sorted.
+fn not_passing(report: &Report) -> Vec<String> {
+    let mut out: Vec<String> = report
+        .results
+        .iter()
+        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .map(|t| format!("{}@{} {}", t.id, t.version, t.verdict))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn what_a_server_may_do_in_the_order_of_its_checks_and_its_ids_fails_nothing() {
+    // The TypeScript SDK's way: a request without a session is refused with -32000 before the
+    // body is read (so an initialize wrapped in an array gets -32000, not -32600); and an error
+    // about a body that is JSON once its invalid UTF-8 is replaced echoes the id found in it.
+    // Both are allowed: nothing fails by default. --strict wants the best answer, so there both
+    // fail, which shows the relaxation is this rule and nothing broader.
+    let w = HttpWitness::start_with(&["--quirk", "session-code,echo-detectable-id"]);
+    let args = ["--http", w.url.as_str(), "--spec", "2025-11-25"];
+    let (code, report) = run_with_report(&args, &[]);
+    assert_clean(code, &report);
+    let array = trials(&report, "batch/initialize-in-array");
+    assert_eq!(array.len(), 1);
+    assert_eq!(array[0].verdict, "pass", "{:?}", array[0]);
+    let utf8 = trials(&report, "encoding/invalid-utf8-ff-in-echo-argument");
+    assert_eq!(utf8.len(), 1);
+    assert_eq!(utf8[0].verdict, "warn", "{:?}", utf8[0]);
+    let warned = not_passing(&report);
+    assert!(
+        warned.iter().all(|t| t.starts_with("encoding/")),
+        "{warned:?}"
+    );
+    let mut strict = args.to_vec();
+    strict.push("--strict");
+    let (code, report) = run_with_report(&strict, &[]);
+    assert_eq!(code, 1);
+    assert!(failed_by(
+        trials(&report, "batch/initialize-in-array")[0],
+        "error_code"
+    ));
+    assert!(failed_by(
+        trials(&report, "encoding/invalid-utf8-ff-in-echo-argument")[0],
+        "id"
+    ));
+}

@@ -85,6 +85,9 @@ pub struct Observation {
     pub transport: crate::case::TransportKind,
     /// The id of the case's request, when its body is a JSON object with one.
     pub request_id: Option<Value>,
+    /// The id a server could detect in the case's body (see [`crate::reading::detectable_id`]):
+    /// an error may echo it instead of null.
+    pub detectable_id: Option<crate::reading::DetectedId>,
     /// Whether the case's request was a request (has an id), not a notification.
     pub expects_response: bool,
     /// Whether the runner could read the case's body as one JSON object (else its id is unknown).
@@ -168,6 +171,7 @@ impl Observation {
         Observation {
             transport,
             request_id: None,
+            detectable_id: None,
             expects_response: false,
             request_readable: false,
             request_method: None,

@@ -47,6 +47,32 @@ impl Judge<'_> {
         binding_refusal
     }
 
+    /// A request sent without a session (`"session": "none"`) that is not an `initialize`,
+    /// refused with HTTP 400 or 404 and a JSON-RPC error: a server that keeps sessions may say
+    /// "no valid session" before it reads the body, and MCP does not order those checks, so the
+    /// error's code is not judged (unless the reading narrows: the reference gate's table and
+    /// `--strict` want the case's code).
+    pub(super) fn session_refusal(&mut self, observed: &Observed) -> bool {
+        let obs = self.obs;
+        let session_refusal = !self.strict
+            && self.case.spec.session == crate::case::SessionMode::None
+            && *observed == Observed::Outcome(Outcome::Reject)
+            && obs.request_method.as_deref() != Some("initialize")
+            && obs
+                .http
+                .as_ref()
+                .is_some_and(|h| matches!(h.status, 400 | 404))
+            && self.first_error_code.is_some();
+        if session_refusal && self.expect.error_code.is_some() {
+            self.add(
+                Check::ErrorCode,
+                Status::Pass,
+                "refused for want of a session (any code: MCP does not order the session check before reading the body)".into(),
+            );
+        }
+        session_refusal
+    }
+
     /// The outcome is one the case accepts (not judged after a binding refusal).
     pub(super) fn outcome(&mut self, observed: &Observed, binding_refusal: bool) {
         let Some(want) = self.expect.outcome.clone().filter(|_| !binding_refusal) else {
@@ -155,11 +181,18 @@ impl Judge<'_> {
     /// reported). A refusal that is a tool result (`--deny-style result`) answers the request,
     /// so it carries the request's id whatever the case says of errors; judged fail-closed, a
     /// refusal may carry any sane id (the request's, null or none). What succeeds keeps the
-    /// case's rule.
+    /// case's rule. Unless the reading narrows, an error may echo an id the body let a server
+    /// detect (JSON-RPC 2.0 section 5 asks for null only when it could not be detected).
     pub(super) fn ids(&mut self, observed: &Observed, result_refusal: bool) {
         let Some(mut rules) = self.expect.id.clone() else {
             return;
         };
+        let detectable = self
+            .obs
+            .detectable_id
+            .as_ref()
+            .filter(|_| !self.strict && *observed == Observed::Outcome(Outcome::Reject));
+        let mut repaired_echo = false;
         if self.fail_closed && *observed == Observed::Outcome(Outcome::Reject) {
             rules = OneOrMany::Many(vec![IdRule::Echo, IdRule::NullOrAbsent]);
         } else if result_refusal && !rules.as_slice().contains(&IdRule::Echo) {
@@ -170,12 +203,17 @@ impl Judge<'_> {
         let obs = self.obs;
         for r in self.resp.clone() {
             let id = r.get("id");
-            let ok = rules.as_slice().iter().any(|rule| match rule {
-                IdRule::Echo => obs.request_id.is_some() && id == obs.request_id.as_ref(),
-                IdRule::Null => id == Some(&Value::Null),
-                IdRule::Absent => id.is_none(),
-                IdRule::NullOrAbsent => id.is_none_or(Value::is_null),
-            });
+            let echoes_detectable = r.get("error").is_some()
+                && detectable.is_some_and(|d| id == Some(&d.id))
+                && !rules.as_slice().contains(&IdRule::Echo);
+            repaired_echo |= echoes_detectable && detectable.is_some_and(|d| !d.json);
+            let ok = echoes_detectable
+                || rules.as_slice().iter().any(|rule| match rule {
+                    IdRule::Echo => obs.request_id.is_some() && id == obs.request_id.as_ref(),
+                    IdRule::Null => id == Some(&Value::Null),
+                    IdRule::Absent => id.is_none(),
+                    IdRule::NullOrAbsent => id.is_none_or(Value::is_null),
+                });
             if !ok {
                 let names: Vec<&str> = rules.as_slice().iter().map(|r| r.as_str()).collect();
                 let message = format!(
@@ -187,8 +225,15 @@ impl Judge<'_> {
                     id.map_or("no id".into(), Value::to_string)
                 );
                 self.add(Check::Id, self.level_status, message);
-                break;
+                return;
             }
+        }
+        if repaired_echo {
+            self.add(
+                Check::Id,
+                Status::Warn,
+                "preferred: a null id (the body is not UTF-8; the error echoes the id a decoder that replaces invalid bytes finds in it)".into(),
+            );
         }
     }
 }

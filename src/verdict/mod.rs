@@ -355,7 +355,11 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.outcome(&observed, binding_refusal);
     j.http_status(&observed, binding_refusal);
     j.challenge();
-    j.error_code(&observed, binding_refusal || result_refusal);
+    let session_refusal = j.session_refusal(&observed);
+    j.error_code(
+        &observed,
+        binding_refusal || result_refusal || session_refusal,
+    );
     j.ids(&observed, result_refusal);
     j.shape();
     j.media_type();

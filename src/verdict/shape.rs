@@ -220,6 +220,7 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
         match r.get("id") {
             None | Some(Value::Null) => {}
             Some(id) if Some(id) == obs.request_id.as_ref() => {}
+            Some(id) if obs.detectable_id.as_ref().is_some_and(|d| d.id == *id) => {}
             // The body was not readable JSON to the runner: its id, if any, is unknown.
             Some(_) if !obs.request_readable => {}
             Some(id) => out.push(format!(

@@ -427,6 +427,10 @@ async fn post(
     } else if !is_initialize {
         match session_of(w, headers, caller) {
             Ok(s) => session = Some(s),
+            Err((status, _)) if !lax && w.config.has(super::Quirk::SessionCode) => {
+                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
+                return Ok(json_answer(status, &err));
+            }
             Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
             Err(_) => {}
         }

@@ -90,10 +90,27 @@ pub enum Broken {
     Late,
 }
 
+/// Behaviours that are unusual but allowed, each one a way real servers answer that a suite
+/// narrower than the specification took for a violation. The witness stays correct under every
+/// one: the tests run the catalogue with each and expect nothing to fail by default (while
+/// `--strict`, which wants the best answer, may).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Quirk {
+    /// A body it cannot read strictly but that is JSON with one detectable request id (a
+    /// duplicated member elsewhere, say) is refused with that id, not null (JSON-RPC 2.0
+    /// section 5 asks for null only when the id could not be detected).
+    EchoDetectableId,
+    /// HTTP: a request without a session is refused with -32000, the TypeScript SDK's "Bad
+    /// Request: No valid session ID provided", whatever the body holds (before it is parsed).
+    SessionCode,
+}
+
 /// Witness settings.
 #[derive(Debug, Clone, Default)]
 pub struct WitnessConfig {
     pub broken: BTreeSet<Broken>,
+    /// Allowed but unusual behaviours (none by default).
+    pub quirks: BTreeSet<Quirk>,
     /// Answer HTTP requests with an SSE stream (priming event, then the response) instead of
     /// JSON, when the client accepts it.
     pub sse: bool,
@@ -121,6 +138,10 @@ pub struct WitnessConfig {
 impl WitnessConfig {
     pub fn is(&self, b: Broken) -> bool {
         self.broken.contains(&b)
+    }
+
+    pub fn has(&self, q: Quirk) -> bool {
+        self.quirks.contains(&q)
     }
 
     /// The versions it speaks, oldest first.
@@ -268,7 +289,16 @@ impl Witness {
         let values = match values {
             Ok(v) => v,
             Err(e) => {
-                return Reply::Refused(self.error(Value::Null, -32700, "Parse error", &e.detail))
+                let id = Some(body)
+                    .filter(|_| self.config.has(Quirk::EchoDetectableId))
+                    .and_then(crate::reading::detectable_id)
+                    .map(|d| d.id);
+                return Reply::Refused(self.error(
+                    id.unwrap_or(Value::Null),
+                    -32700,
+                    "Parse error",
+                    &e.detail,
+                ));
             }
         };
         let mut replies = Vec::new();

@@ -278,6 +278,7 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
     obs.request_extent = Some(super::Extent::of(&bytes));
     obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
+    obs.detectable_id = crate::reading::detectable_id(&bytes);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
