@@ -117,6 +117,7 @@ broken_mode! {
     serves_what_follows_a_400 => "keep-after-400",
     ignores_header_body_binding => "lax-binding",
     batches_for_a_2025_03_26_claim => "legacy-batch",
+    refuses_in_plain_text => "plain-refusals",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -362,6 +362,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     );
     j.ids(&observed, result_refusal);
     j.shape();
+    j.refusal_body();
     j.media_type();
     j.negotiated_version();
     j.modern_error_codes();

@@ -90,6 +90,34 @@ impl Judge<'_> {
         }
     }
 
+    /// A refusal of a message the case expects a JSON-RPC error for, answered over HTTP with
+    /// a body that holds none (`400 text/plain Bad Request`, a framework's `{"detail": ...}`):
+    /// the status says no, but MCP answers a message it cannot accept with a JSON-RPC error
+    /// (MCP-HTTP-POST-05, JSONRPC-ERR-02). An empty body is a plain refusal the catalogue allows
+    /// (MCP-HTTP-POST-13); a gate judged fail-closed may refuse with any 4xx. A warning: under
+    /// `--strict` a failure.
+    pub(super) fn refusal_body(&mut self) {
+        let Some(h) = self.obs.http.as_ref() else {
+            return;
+        };
+        let plain = (400..500).contains(&h.status)
+            && !matches!(h.status, 401 | 403)
+            && h.body_len > 0
+            && self.resp.is_empty()
+            && !self.fail_closed
+            && self.expect.error_code.is_some();
+        if plain {
+            let message =
+                format!(
+                "preferred: a JSON-RPC error; the refusal (HTTP {}) is {} {} (MCP-HTTP-POST-05)",
+                h.status,
+                h.content_type.as_deref().unwrap_or("a body without a content type"),
+                show_bytes(&self.obs.body_prefix, 80)
+            );
+            self.add(Check::Shape, Status::Warn, message);
+        }
+    }
+
     /// Output that is not a message: on stdout (MCP-STDIO-05), or in an HTTP answer that is
     /// not a refusal.
     pub(super) fn output(&mut self) {

@@ -558,6 +558,11 @@ async fn render(
         Reply::Message(m) => json_answer(StatusCode::OK, &m),
         Reply::Sequence(ms) => sse_sequence(&ms),
         Reply::Refused(m) if w.config.is(Broken::Crash500) => crash_page(&m),
+        Reply::Refused(_) if w.config.is(Broken::PlainRefusals) => Response::builder()
+            .status(StatusCode::BAD_REQUEST)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(Full::new(Bytes::from_static(b"Bad Request")))
+            .unwrap_or_default(),
         Reply::Refused(m) => json_answer(StatusCode::BAD_REQUEST, &m),
         Reply::Unknown(m) => json_answer(StatusCode::NOT_FOUND, &m),
         Reply::Fault(Fault::Empty) => Response::builder()

@@ -84,6 +84,9 @@ pub enum Broken {
     /// Reads a missing `MCP-Protocol-Version`, or `2025-03-26`, as the version that had batches,
     /// and executes batch arrays then.
     LegacyBatch,
+    /// HTTP: answers a message it cannot read or accept with `400 text/plain` "Bad Request"
+    /// instead of a JSON-RPC error (the refusal is right, its body is not what MCP answers).
+    PlainRefusals,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
