@@ -31,7 +31,15 @@ const MODES: &[&str] = &[
     "keep-after-400",
     "lax-binding",
     "legacy-batch",
+    "plain-refusals",
+    "get-stream",
 ];
+
+/// Modes that only an HTTP witness has (their stdio run would be the plain witness's).
+const HTTP_ONLY: &[&str] = &["plain-refusals", "get-stream"];
+
+/// Modes whose bug shows only on a server that keeps no sessions: their witness is `--stateless`.
+const STATELESS: &[&str] = &["get-stream"];
 
 /// The versions every mode is run at: the newest legacy one and the first modern one (2025-06-18
 /// differs from 2025-11-25 in nothing a mode exercises).
@@ -63,13 +71,18 @@ fn failing(mode: &str) -> Vec<Failing> {
     } else {
         ("1", "2")
     };
-    let witness = HttpWitness::start(&broken, None);
+    let witness = if STATELESS.contains(&mode) {
+        HttpWitness::start_with(&["--broken", mode, "--stateless"])
+    } else {
+        HttpWitness::start(&broken, None)
+    };
     let mut lines = Vec::new();
     let stdio_cmd = stdio_witness_command(&broken);
-    for args in [
-        vec!["--http", witness.url.as_str()],
-        vec!["--stdio", stdio_cmd.as_str()],
-    ] {
+    let mut runs = vec![vec!["--http", witness.url.as_str()]];
+    if !HTTP_ONLY.contains(&mode) {
+        runs.push(vec!["--stdio", stdio_cmd.as_str()]);
+    }
+    for args in runs {
         let mut args = args;
         args.extend(["--timeout-scale", scale, "--jobs", jobs, "--spec", VERSIONS]);
         let (_, report) = run_with_report(&args, &[]);
@@ -118,6 +131,7 @@ broken_mode! {
     ignores_header_body_binding => "lax-binding",
     batches_for_a_2025_03_26_claim => "legacy-batch",
     refuses_in_plain_text => "plain-refusals",
+    streams_nothing_on_get_without_sessions => "get-stream",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -537,6 +537,12 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     if spec.title.trim().is_empty() {
         return Err(invalid(path, "`title` is empty"));
     }
+    if spec.stateful && spec.stateless {
+        return Err(invalid(
+            path,
+            "`stateful` and `stateless` together: the case would apply to no HTTP target",
+        ));
+    }
     if spec.requirements.is_empty() {
         return Err(invalid(
             path,

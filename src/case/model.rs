@@ -178,6 +178,11 @@ pub struct CaseSpec {
     /// that keep sessions, and a stateless target's trials are shown as ignored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stateful: bool,
+    /// The case is about servers without sessions (what a target that issues no
+    /// `Mcp-Session-Id` must answer): over HTTP it applies only to such targets, and a target
+    /// that keeps sessions shows its trials as ignored. Not with `stateful`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stateless: bool,
     /// An authorization case: what the run must know of the endpoint's authorization for it to
     /// apply (otherwise its trials are shown as ignored). `token`: a good token
     /// (`--auth-token`, or an issuer key); `jwt`: a good token that is a JWT, which bad ones are

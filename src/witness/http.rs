@@ -320,6 +320,16 @@ async fn respond(
     if method == Method::POST || (lax && method == Method::PUT) {
         return post(w, headers, body, caller.as_ref()).await;
     }
+    if method == Method::GET
+        && w.config.is(Broken::GetStream)
+        && accepts(headers, "text/event-stream")
+    {
+        return Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/event-stream")
+            .body(Full::new(Bytes::from_static(b"id: 0\ndata:\n\n")))
+            .unwrap_or_default());
+    }
     if (w.config.newest_legacy().is_none() || w.config.stateless)
         && (method == Method::GET || method == Method::DELETE)
     {

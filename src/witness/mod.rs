@@ -84,6 +84,10 @@ pub enum Broken {
     /// Reads a missing `MCP-Protocol-Version`, or `2025-03-26`, as the version that had batches,
     /// and executes batch arrays then.
     LegacyBatch,
+    /// HTTP: answers a GET that accepts `text/event-stream` with a stream that carries
+    /// nothing (a priming event, then the end), even when it keeps no sessions and so has
+    /// nothing it could ever send on it.
+    GetStream,
     /// HTTP: answers a message it cannot read or accept with `400 text/plain` "Bad Request"
     /// instead of a JSON-RPC error (the refusal is right, its body is not what MCP answers).
     PlainRefusals,
