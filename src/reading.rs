@@ -41,7 +41,8 @@ pub enum Personality {
     LastWins,
     /// Duplicate member names: the first one wins (some streaming and C readers).
     FirstWins,
-    /// Comments, trailing commas, single quotes, NaN/Infinity, invalid UTF-8 replaced, and
+    /// UTF-16 and UTF-32 decoded, comments, trailing commas, single quotes, NaN/Infinity,
+    /// invalid UTF-8 replaced, and
     /// every value of a concatenation run.
     Lenient,
     /// Envelope and params member names matched ignoring case (ASCII and the Unicode folds
@@ -292,6 +293,43 @@ fn ids_read(bytes: &[u8]) -> Option<Value> {
     found
 }
 
+/// The text of `bytes` when they are UTF-16 or UTF-32, told by a byte order mark or by the
+/// zero bytes around the first characters (RFC 4627 section 3; Python's `json.loads` on bytes
+/// still decodes them so). Invalid units are replaced.
+fn wide_text(bytes: &[u8]) -> Option<String> {
+    let unit = |b: &[u8], big: bool, width: usize| -> u32 {
+        let mut v = 0u32;
+        for i in 0..width {
+            let byte = u32::from(b[if big { i } else { width - 1 - i }]);
+            v = (v << 8) | byte;
+        }
+        v
+    };
+    let (width, big, skip) = match bytes {
+        [0, 0, 0xfe, 0xff, ..] => (4, true, 4),
+        [0xff, 0xfe, 0, 0, ..] => (4, false, 4),
+        [0xfe, 0xff, ..] => (2, true, 2),
+        [0xff, 0xfe, ..] => (2, false, 2),
+        [0, 0, 0, a, ..] if *a != 0 => (4, true, 0),
+        [a, 0, 0, 0, ..] if *a != 0 => (4, false, 0),
+        [0, a, 0, b, ..] if *a != 0 && *b != 0 => (2, true, 0),
+        [a, 0, b, 0, ..] if *a != 0 && *b != 0 => (2, false, 0),
+        _ => return None,
+    };
+    let units = bytes[skip..]
+        .chunks_exact(width)
+        .map(|c| unit(c, big, width));
+    if width == 4 {
+        return Some(
+            units
+                .map(|u| char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER))
+                .collect(),
+        );
+    }
+    let wide: Vec<u16> = units.map(|u| u as u16).collect();
+    Some(String::from_utf16_lossy(&wide))
+}
+
 /// Strict reading: exactly one JSON value in UTF-8, no BOM, no duplicate member names (compared
 /// after unescaping), no lone surrogates, nesting at most 128 deep, nothing after the value.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
@@ -305,12 +343,16 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
     Ok(v)
 }
 
-/// The deliberately careless reading of the `lax-json` broken mode: invalid UTF-8 replaced, BOM
+/// The deliberately careless reading of the `lax-json` broken mode: UTF-16 and UTF-32 decoded,
+/// invalid UTF-8 replaced, BOM
 /// skipped, comments and trailing commas removed, single quotes taken as double, `NaN` and
 /// `Infinity` read as numbers, duplicate keys last-wins, and every value of a concatenated stream
 /// returned. It exists so the tests can show which cases catch such a server.
 pub fn parse_lax(bytes: &[u8]) -> Result<Vec<Value>, NotJson> {
-    let text = String::from_utf8_lossy(bytes);
+    let text = match wide_text(bytes) {
+        Some(t) => std::borrow::Cow::Owned(t),
+        None => String::from_utf8_lossy(bytes),
+    };
     let text = text.trim_start_matches('\u{feff}');
     let cleaned = loosen(text);
     let mut out = Vec::new();
@@ -561,5 +603,32 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert_eq!(v[0]["a"], 2);
         assert_eq!(nesting_depth(b"[[\"[[\"]]"), 2);
+        // UTF-16 and UTF-32, with or without a byte order mark, as Python's json.loads reads
+        // bytes; the strict reading refuses them all.
+        let text = "{\"id\":1}";
+        let le16: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        let be16: Vec<u8> = text.encode_utf16().flat_map(u16::to_be_bytes).collect();
+        let le32: Vec<u8> = text
+            .chars()
+            .flat_map(|c| u32::from(c).to_le_bytes())
+            .collect();
+        let be32: Vec<u8> = text
+            .chars()
+            .flat_map(|c| u32::from(c).to_be_bytes())
+            .collect();
+        for wide in [
+            le16.clone(),
+            [&[0xff, 0xfe][..], &le16].concat(),
+            be16.clone(),
+            [&[0xfe, 0xff][..], &be16].concat(),
+            le32,
+            be32,
+        ] {
+            assert_eq!(
+                parse_lax(&wide).map(|v| v[0]["id"].clone()).ok(),
+                Some(Value::from(1))
+            );
+            assert!(parse_strict(&wide).is_err());
+        }
     }
 }

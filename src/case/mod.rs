@@ -257,7 +257,7 @@ impl Placeholders {
     }
 
     /// Raw bytes with every known `{{name}}` replaced where it is spelled in UTF-8 (or ASCII), in
-    /// UTF-16LE or in UTF-16BE, by the value in the same encoding; the bytes around it (invalid
+    /// UTF-32LE, UTF-32BE, UTF-16LE or UTF-16BE, by the value in the same encoding; the bytes around it (invalid
     /// UTF-8, a BOM) are kept as they are. This is how a base64 body carries `{{meta}}`.
     pub fn apply_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
@@ -268,8 +268,16 @@ impl Placeholders {
                     .flat_map(|u| if le { u.to_le_bytes() } else { u.to_be_bytes() })
                     .collect()
             };
+            let utf32 = |s: &str, le: bool| -> Vec<u8> {
+                s.chars()
+                    .map(u32::from)
+                    .flat_map(|u| if le { u.to_le_bytes() } else { u.to_be_bytes() })
+                    .collect()
+            };
             for (pattern, replacement) in [
                 (key.as_bytes().to_vec(), value.as_bytes().to_vec()),
+                (utf32(&key, true), utf32(value, true)),
+                (utf32(&key, false), utf32(value, false)),
                 (utf16(&key, true), utf16(value, true)),
                 (utf16(&key, false), utf16(value, false)),
             ] {

@@ -41,7 +41,7 @@ pub enum Broken {
     NoOrigin,
     /// Never answers anything but `initialize`.
     Mute,
-    /// Reads JSON carelessly: repairs UTF-8, skips BOMs, allows comments, trailing commas,
+    /// Reads JSON carelessly: decodes UTF-16 and UTF-32, repairs UTF-8, skips BOMs, allows comments, trailing commas,
     /// single quotes, NaN, duplicate keys (last wins) and runs every value of a concatenation.
     LaxJson,
     /// Ignores Content-Type, Accept, MCP-Protocol-Version and session headers; PUT acts as POST.
