@@ -277,7 +277,7 @@ fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
         && case.applies_to_profile(lane.profile)
         && case.applies_to_version(&settings.spec_version)
         && !(case.spec.stateful && lane.stateless)
-        && !(case.spec.stateless && !lane.stateless)
+        && (lane.stateless || !case.spec.stateless)
         && settings.has_auth(case.spec.auth)
         && settings.mapping.can_send(&case.spec)
         && crate::identity::Identity::can_send(settings.identity.as_ref(), &case.spec)
