@@ -96,6 +96,33 @@ pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
     Ok((k.to_string(), v.trim().to_string()))
 }
 
+/// The libtest arguments without their positional filters, and the filters: every word that
+/// is neither an option nor the value of one that takes a value.
+fn split_filters(args: &[String]) -> (Vec<String>, Vec<String>) {
+    const TAKES_VALUE: &[&str] = &[
+        "--test-threads",
+        "--logfile",
+        "--skip",
+        "--color",
+        "--format",
+        "-Z",
+    ];
+    let (mut rest, mut filters) = (Vec::new(), Vec::new());
+    let mut value_next = false;
+    for a in args {
+        if value_next {
+            rest.push(a.clone());
+            value_next = false;
+        } else if a.starts_with('-') {
+            value_next = TAKES_VALUE.contains(&a.as_str());
+            rest.push(a.clone());
+        } else {
+            filters.push(a.clone());
+        }
+    }
+    (rest, filters)
+}
+
 /// Run the catalogue. Blocks; prints libtest output to stdout.
 pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let catalogue = load_catalogue(&opts)?;
@@ -119,11 +146,28 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         deadline: Instant::now() + opts.total_timeout,
     });
     let lanes = std::mem::take(&mut opened.lanes);
-    let trials = plan(&opts, &catalogue, &settings, lanes, &shared);
+    let mut trials = plan(&opts, &catalogue, &settings, lanes, &shared);
 
+    // libtest takes one filter; as `cargo test` does, the runner takes several (a trial runs
+    // when any of them matches its name).
+    let (libtest_args, filters) = split_filters(&opts.libtest_args);
     let mut args = Arguments::from_iter(
-        std::iter::once("mcp-gauntlet".to_string()).chain(opts.libtest_args.iter().cloned()),
+        std::iter::once("mcp-gauntlet".to_string()).chain(libtest_args.iter().cloned()),
     );
+    if filters.len() > 1 {
+        let exact = args.exact;
+        trials.retain(|t| {
+            filters.iter().any(|f| {
+                if exact {
+                    t.name() == f
+                } else {
+                    t.name().contains(f.as_str())
+                }
+            })
+        });
+    } else {
+        args.filter = filters.into_iter().next();
+    }
     if args.test_threads.is_none() {
         args.test_threads = opts.jobs.map(|n| n.max(1));
     }

@@ -208,3 +208,45 @@ fn gate_target_with_client_credentials() {
     );
     assert!(report.count("pass") >= 150);
 }
+
+#[test]
+fn several_filters_after_the_double_dash_each_select_trials() {
+    let w = HttpWitness::start(&[], None);
+    let ids = |report: &crate::util::Report| -> std::collections::BTreeSet<String> {
+        report
+            .results
+            .iter()
+            .filter(|t| t.verdict != "skip")
+            .map(|t| t.id.clone())
+            .collect()
+    };
+    let args = ["--http", w.url.as_str(), "--spec", "2025-11-25"];
+    let (code, report) = run_with_report(&args, &["batch/one-ping", "empty/no-body"]);
+    assert_eq!(code, i32::from(exit::SUCCESS));
+    let got = ids(&report);
+    assert!(
+        got.contains("batch/one-ping-in-array") && got.contains("empty/no-body"),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .all(|id| id.contains("batch/one-ping") || id.contains("empty/no-body")),
+        "{got:?}"
+    );
+    // With --exact (and an option that takes a value among them) each names one case.
+    let (code, report) = run_with_report(
+        &args,
+        &[
+            "primitive/true",
+            "--test-threads",
+            "2",
+            "primitive/null",
+            "--exact",
+        ],
+    );
+    assert_eq!(code, i32::from(exit::SUCCESS));
+    let want: std::collections::BTreeSet<String> = ["primitive/null", "primitive/true"]
+        .map(String::from)
+        .into();
+    assert_eq!(ids(&report), want);
+}
