@@ -130,7 +130,7 @@ enum Conn {
         session: Option<String>,
         version: String,
     },
-    Stdio(StdioProcess),
+    Stdio(Box<StdioProcess>),
 }
 
 impl Conn {
@@ -279,7 +279,7 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
             },
             LoadEndpoint::Stdio(command) => {
                 match StdioCommand::parse(command).and_then(|cmd| StdioProcess::spawn(&cmd)) {
-                    Ok(p) => Conn::Stdio(p),
+                    Ok(p) => Conn::Stdio(Box::new(p)),
                     Err(_) => {
                         lost_at_start += quota.unwrap_or(1);
                         continue;

@@ -144,6 +144,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         secrets,
         strict: opts.strict,
         deadline: Instant::now() + opts.total_timeout,
+        in_flight: std::sync::Mutex::new(Vec::new()),
     });
     let lanes = std::mem::take(&mut opened.lanes);
     let mut trials = plan(&opts, &catalogue, &settings, lanes, &shared);
@@ -218,6 +219,7 @@ fn load_catalogue(opts: &RunOptions) -> Result<Catalogue, RunError> {
 /// cases replace or remove it.
 fn run_settings(opts: &RunOptions) -> Result<Settings, RunError> {
     let mut settings = opts.settings.clone();
+    settings.run_deadline = Some(Instant::now() + opts.total_timeout);
     // The embedded default's gate is the reference gate: its table is known.
     settings.exact_codes |= opts.target.runs_the_reference_gate();
     for h in &opts.headers {
@@ -260,6 +262,9 @@ struct Shared {
     strict: bool,
     /// The run's total deadline: trials that have not started by then fail.
     deadline: Instant,
+    /// The trials under way (ordinal, `[lane] case`): when a target dies with several jobs in
+    /// flight, any of them may have ended it, and the message names them.
+    in_flight: std::sync::Mutex<Vec<(usize, String)>>,
 }
 
 /// One libtest trial per (lane, case): ignored when the case does not apply to the lane (its
@@ -357,9 +362,12 @@ impl OneTrial {
             strict: shared.strict,
             secrets: &shared.secrets,
         };
+        let me = format!("[{}] {}", lane.kind(), case.id);
+        crate::sync::lock(&shared.in_flight).push((self.ordinal, me));
         let judged = shared.rt.block_on(judging.run(case, lane));
         let (obs, mut v) = (judged.observation, judged.verdict);
         self.watch_target(&obs, &mut v);
+        crate::sync::lock(&shared.in_flight).retain(|(n, _)| *n != self.ordinal);
         let mut record = lane.record(case, Some(&v), obs.elapsed.as_millis() as u64);
         // Whatever came back may echo a `--header` value: never into any output.
         for f in &mut record.findings {
@@ -398,10 +406,15 @@ impl OneTrial {
             || obs.setup_error.is_some();
         let gone = obs.alive == Some(false) || found_gone;
         if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable() {
+            let others: Vec<String> = crate::sync::lock(&self.shared.in_flight)
+                .iter()
+                .filter(|(n, _)| *n != self.ordinal)
+                .map(|(_, name)| name.clone())
+                .collect();
             let note = self
                 .shared
                 .restarts
-                .mark_dead(lane, &self.case.id, found_gone);
+                .mark_dead(lane, &self.case.id, found_gone, &others);
             v.findings.push(verdict::Finding {
                 check: verdict::Check::Alive,
                 status: Status::Fail,

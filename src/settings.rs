@@ -72,6 +72,9 @@ pub struct Settings {
     /// oracle and are redacted in output.
     pub extra_headers: Vec<(String, String)>,
     pub case_timeout: Duration,
+    /// The run's end (`--total-timeout`): no case's deadline lies past it, so a case running
+    /// when it comes is cut short there.
+    pub run_deadline: Option<std::time::Instant>,
     pub probe_timeout: Duration,
     /// Every case's deadline (its own `timeout_ms` too) is multiplied by this (`--timeout-scale`;
     /// `case_timeout` and `probe_timeout` are given already scaled).
@@ -119,6 +122,13 @@ pub struct Settings {
 impl Settings {
     /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
     /// `case_timeout` (scaled already).
+    /// When a case started now must be over: its own deadline, or the run's end if sooner.
+    pub fn case_ends(&self, case: &Case) -> tokio::time::Instant {
+        let own = tokio::time::Instant::now() + self.case_deadline(case);
+        self.run_deadline
+            .map_or(own, |end| own.min(tokio::time::Instant::from_std(end)))
+    }
+
     pub fn case_deadline(&self, case: &Case) -> Duration {
         case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
             Duration::from_millis(ms).mul_f64(self.timeout_scale)
@@ -155,6 +165,7 @@ impl Default for Settings {
             spec_version: "2025-11-25".into(),
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
+            run_deadline: None,
             probe_timeout: Duration::from_secs(5),
             timeout_scale: 1.0,
             settle: Duration::from_millis(5000),

@@ -624,13 +624,27 @@ impl Restarts {
 
     /// Record that the lane's target died during `case_id` (said once on stderr), and restart
     /// it when the run can. `already` says the case found it gone before its own bytes were
-    /// sent. The text for the trial.
-    pub fn mark_dead(&self, lane: &Lane, case_id: &str, already: bool) -> String {
+    /// sent; `others` are the trials in flight beside it (`[lane] case`), any of which may have
+    /// ended it. The text for the trial.
+    pub fn mark_dead(
+        &self,
+        lane: &Lane,
+        case_id: &str,
+        already: bool,
+        others: &[String],
+    ) -> String {
         let restarts = self;
-        let when = if already {
-            "was not accepting connections when this case began (a trial before it ended it)"
+        let running = if others.is_empty() {
+            String::new()
         } else {
-            "stopped accepting connections after this case"
+            format!("; running beside it: {}", others.join(", "))
+        };
+        let when = if already {
+            format!("was not accepting connections when this case began (a trial before it, or beside it, ended it{running})")
+        } else if others.is_empty() {
+            "stopped accepting connections after this case".to_string()
+        } else {
+            format!("stopped accepting connections after this case (it or a trial beside it ended it{running})")
         };
         let mut died = crate::sync::lock(&lane.died_during);
         if died.is_none() {

@@ -299,3 +299,54 @@ fn what_a_server_may_do_in_the_order_of_its_checks_and_its_ids_fails_nothing() {
         "id"
     ));
 }
+
+/// A stdio server that answers `initialize` and then never reads its input again (it sleeps
+/// far longer than any deadline of the run).
+const DEAF_SERVER: &str = r#"import json, sys, time
+req = json.loads(sys.stdin.readline())
+v = req["params"]["protocolVersion"]
+print(json.dumps({"jsonrpc": "2.0", "id": req["id"], "result": {"protocolVersion": v, "capabilities": {"tools": {}}, "serverInfo": {"name": "deaf", "version": "0"}}}), flush=True)
+time.sleep(600)
+"#;
+
+#[test]
+fn a_server_that_stops_reading_its_input_does_not_hold_the_runner_past_its_deadlines() {
+    // The 100 MiB line fills the pipe after 64 KiB; the runner's next write (the barrier) and
+    // the end of the case wait for it only until the case's deadline (6 s at this scale), then
+    // the server is killed. Before, that wait had no deadline: the run lasted as long as the
+    // server (here ten minutes; the bound below is far under that and far over the deadline).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("deaf.py");
+    std::fs::write(&script, DEAF_SERVER).expect("write the fixture");
+    let cmd = format!("python3 {}", script.display());
+    let mut child = std::process::Command::new(bin())
+        .args(["run", "--stdio", &cmd, "--spec", "2025-11-25"])
+        .args(["--timeout-scale", "0.1", "--report"])
+        .arg(dir.path().join("report.json"))
+        .args(["--", "oversize/100mib-line-with-bounded-memory", "--exact"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the runner");
+    let limit = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let status = status.expect("the runner was still waiting on a server that reads nothing");
+    // A should case: the unanswered line is a warning, and the run's exit says so (0).
+    assert_eq!(status.code(), Some(0));
+    let text = std::fs::read_to_string(dir.path().join("report.json")).expect("report");
+    let report: Report = serde_json::from_str(&text).expect("report parses");
+    let t = trials(&report, "oversize/100mib-line-with-bounded-memory");
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].verdict, "warn", "{:?}", t[0]);
+}

@@ -75,6 +75,32 @@ pub struct FuzzFinding {
     pub explanation: String,
     /// The iteration that first found it.
     pub iteration: u64,
+    /// Later findings of the same cause (see [`cause`]), not kept.
+    pub same_cause: u64,
+    /// What makes it this finding and no other: the lane, the checks that failed, and the
+    /// parts of the shrunk input that matter to them.
+    pub cause: String,
+}
+
+/// The cause of a finding: its lane, the checks that failed, and the shrunk model, without the
+/// denied name's spelling unless the call got somewhere with it (the canary ran, or it was
+/// forwarded): a finding about the id, the answer's shape or the outcome is the same finding
+/// whatever the name beside it is spelled like.
+fn cause(model: &Smuggle, lane: &str, failed: &[&str]) -> String {
+    let reached = failed.iter().any(|c| matches!(*c, "canary" | "forwarded"));
+    let name = if reached {
+        format!("{:?}", model.name)
+    } else {
+        "any name".into()
+    };
+    format!(
+        "[{lane}] {} | {:?} {:?} {:?} {:?} {name}",
+        failed.join(","),
+        model.shape,
+        model.id,
+        model.space,
+        model.encoding
+    )
 }
 
 /// What a fuzzing run did.
@@ -164,12 +190,13 @@ fn case_id(model: &Smuggle, lane: &Lane) -> String {
     )
 }
 
-/// Send one model over one lane; `Some(explanation)` when the catalogue's oracles fail it.
+/// Send one model over one lane; `Some((explanation, failed checks))` when the catalogue's
+/// oracles fail it.
 async fn try_model(
     model: &Smuggle,
     lane: &Lane,
     settings: &Settings,
-) -> Result<Option<(String, String)>, RunError> {
+) -> Result<Option<(String, Vec<&'static str>)>, RunError> {
     let Some(text) = case_text(model, lane.profile, lane.transport) else {
         return Ok(None);
     };
@@ -190,7 +217,15 @@ async fn try_model(
     };
     let judged = judging.run(&case, lane).await;
     let (obs, v) = (judged.observation, judged.verdict);
-    Ok((v.status == Status::Fail).then(|| (v.explain(&lane.kind(), &case, &obs), text)))
+    let mut failed: Vec<&'static str> = v
+        .findings
+        .iter()
+        .filter(|f| f.status == Status::Fail)
+        .map(|f| f.check.as_str())
+        .collect();
+    failed.sort_unstable();
+    failed.dedup();
+    Ok((v.status == Status::Fail).then(|| (v.explain(&lane.kind(), &case, &obs), failed)))
 }
 
 /// Keep simplifying a failing model while a simpler one still fails: the simplest found, and
@@ -198,20 +233,20 @@ async fn try_model(
 fn shrink(
     rt: &tokio::runtime::Runtime,
     model: Smuggle,
-    explanation: String,
+    found: (String, Vec<&'static str>),
     lane: &Lane,
     settings: &Settings,
-) -> Result<(Smuggle, String), RunError> {
-    let (mut best, mut best_expl) = (model, explanation);
+) -> Result<(Smuggle, (String, Vec<&'static str>)), RunError> {
+    let (mut best, mut best_found) = (model, found);
     'shrink: loop {
         for candidate in best.simpler() {
-            if let Some((e, _)) = rt.block_on(try_model(&candidate, lane, settings))? {
+            if let Some(f) = rt.block_on(try_model(&candidate, lane, settings))? {
                 best = candidate;
-                best_expl = e;
+                best_found = f;
                 continue 'shrink;
             }
         }
-        return Ok((best, best_expl));
+        return Ok((best, best_found));
     }
 }
 
@@ -268,7 +303,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         let model = Smuggle::from_bytes(&noise);
         let lane = &lanes[(iterations as usize) % lanes.len()];
         iterations += 1;
-        let Some((explanation, _)) = rt.block_on(try_model(&model, lane, &settings))? else {
+        let Some(found) = rt.block_on(try_model(&model, lane, &settings))? else {
             if last_report.elapsed() > Duration::from_secs(2) {
                 last_report = Instant::now();
                 let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -280,11 +315,10 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             }
             continue;
         };
-        let (best, best_expl) = shrink(rt, model, explanation, lane, &settings)?;
-        if findings
-            .iter()
-            .any(|f| f.model == best && f.lane == lane.kind())
-        {
+        let (best, (best_expl, failed)) = shrink(rt, model, found, lane, &settings)?;
+        let why = cause(&best, &lane.kind(), &failed);
+        if let Some(f) = findings.iter_mut().find(|f| f.cause == why) {
+            f.same_cause += 1;
             continue;
         }
         let Some(text) = case_text(&best, lane.profile, lane.transport) else {
@@ -309,19 +343,63 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             saved,
             explanation: best_expl,
             iteration: iterations,
+            same_cause: 0,
+            cause: why,
         });
     }
     let elapsed = started.elapsed();
+    let copies: u64 = findings.iter().map(|f| f.same_cause).sum();
     say(format!(
-        "done: {iterations} iterations in {:.1} s ({:.0}/s), {} findings; seed {seed}",
+        "done: {iterations} iterations in {:.1} s ({:.0}/s), {} findings of distinct causes ({copies} more of the same causes not kept); seed {seed}",
         elapsed.as_secs_f64(),
         iterations as f64 / elapsed.as_secs_f64().max(1e-9),
         findings.len()
     ));
+    for f in &findings {
+        say(format!("  {} (found {} times)", f.cause, f.same_cause + 1));
+    }
     Ok(FuzzOutcome {
         seed,
         iterations,
         elapsed,
         findings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reference_gate::fuzzing::{Encoding, IdSpelling, NameSpelling, Shape, Space};
+
+    #[test]
+    fn findings_of_one_cause_are_one_whatever_the_name_beside_them() {
+        let model = |name| Smuggle {
+            shape: Shape::Plain,
+            name,
+            id: IdSpelling::NegativeZero,
+            space: Space::None,
+            encoding: Encoding::Utf8,
+        };
+        let (a, b) = (model(NameSpelling::Upper), model(NameSpelling::Fullwidth));
+        // An answer's shape or id does not depend on how the tool was spelled...
+        assert_eq!(cause(&a, "http", &["shape"]), cause(&b, "http", &["shape"]));
+        // ...but a call that ran, or was forwarded, is its spelling's.
+        assert_ne!(
+            cause(&a, "http", &["canary"]),
+            cause(&b, "http", &["canary"])
+        );
+        assert_ne!(
+            cause(&a, "gate/http", &["forwarded"]),
+            cause(&b, "gate/http", &["forwarded"])
+        );
+        // Other checks, another lane: other causes.
+        assert_ne!(
+            cause(&a, "http", &["shape"]),
+            cause(&a, "http", &["id", "shape"])
+        );
+        assert_ne!(
+            cause(&a, "http", &["shape"]),
+            cause(&a, "stdio", &["shape"])
+        );
+    }
 }

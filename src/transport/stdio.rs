@@ -13,6 +13,8 @@ use tokio::time::Instant;
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How much of stderr is kept (the tail).
 const STDERR_KEEP: usize = 64 * 1024;
+/// How long a write waits for the writes before it when no deadline was given.
+pub const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How to start the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +59,11 @@ pub struct StdioProcess {
     stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<Vec<u8>>>,
     writer: Option<tokio::task::JoinHandle<std::io::Result<ChildStdin>>>,
+    /// How long a new write or the close of stdin waits for the writes before it (see
+    /// [`StdioProcess::bound_writes`]).
+    write_deadline: Option<Instant>,
+    /// A write was given up at its deadline: the server stopped reading its input.
+    pub write_stalled: bool,
 }
 
 impl StdioProcess {
@@ -97,16 +104,41 @@ impl StdioProcess {
             stdout: BufReader::with_capacity(64 * 1024, stdout),
             stderr: stderr_buf,
             writer: None,
+            write_deadline: None,
+            write_stalled: false,
         })
     }
 
-    /// Write `body` in the background (the server may stop reading; that must not block the
-    /// reader). Writes queue behind any earlier write.
-    pub async fn send(&mut self, body: Body) {
-        let stdin = match self.writer.take() {
-            Some(prev) => prev.await.ok().and_then(Result::ok),
-            None => self.stdin.take(),
+    /// Waits for earlier writes end at `deadline` (the case's): a server that stops reading its
+    /// input then loses it (its stdin is closed) instead of holding the runner. Without it,
+    /// [`WRITE_WAIT`] from each wait.
+    pub fn bound_writes(&mut self, deadline: Instant) {
+        self.write_deadline = Some(deadline);
+    }
+
+    /// The earlier write's stdin once it is done, or none: it failed, or it was still under way
+    /// at the write deadline (then it is abandoned and the input closed).
+    async fn after_writes(&mut self) -> Option<ChildStdin> {
+        let Some(mut prev) = self.writer.take() else {
+            return self.stdin.take();
         };
+        let deadline = self
+            .write_deadline
+            .unwrap_or_else(|| Instant::now() + WRITE_WAIT);
+        match tokio::time::timeout_at(deadline, &mut prev).await {
+            Ok(done) => done.ok().and_then(Result::ok),
+            Err(_) => {
+                prev.abort();
+                self.write_stalled = true;
+                None
+            }
+        }
+    }
+
+    /// Write `body` in the background (the server may stop reading; that must not block the
+    /// reader). Writes queue behind any earlier write, each wait bounded (`bound_writes`).
+    pub async fn send(&mut self, body: Body) {
+        let stdin = self.after_writes().await;
         let Some(mut stdin) = stdin else {
             return;
         };
@@ -119,12 +151,11 @@ impl StdioProcess {
         }));
     }
 
-    /// Close the server's stdin once pending writes are done.
+    /// Close the server's stdin once pending writes are done (or abandoned at the write
+    /// deadline).
     pub async fn close_input(&mut self) {
-        if let Some(prev) = self.writer.take() {
-            // Dropping the returned stdin closes it.
-            let _ = prev.await;
-        }
+        // Dropping the returned stdin closes it.
+        drop(self.after_writes().await);
         self.stdin = None;
     }
 

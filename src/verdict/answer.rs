@@ -209,7 +209,11 @@ impl Judge<'_> {
             repaired_echo |= echoes_detectable && detectable.is_some_and(|d| !d.json);
             let ok = echoes_detectable
                 || rules.as_slice().iter().any(|rule| match rule {
-                    IdRule::Echo => obs.request_id.is_some() && id == obs.request_id.as_ref(),
+                    // The same number written otherwise (-0.0 as 0) is the request's id; the shape
+                    // check warns of the spelling.
+                    IdRule::Echo => obs.request_id.as_ref().is_some_and(|sent| {
+                        id == Some(sent) || id.is_some_and(|id| super::shape::same_number(id, sent))
+                    }),
                     IdRule::Null => id == Some(&Value::Null),
                     IdRule::Absent => id.is_none(),
                     IdRule::NullOrAbsent => id.is_none_or(Value::is_null),

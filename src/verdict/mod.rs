@@ -610,6 +610,27 @@ mod tests {
     }
 
     #[test]
+    fn an_id_that_comes_back_as_the_same_number_written_otherwise_is_a_warning() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-LIFE-01"],
+            "request": {"body": {"text": "{\"jsonrpc\":\"2.0\",\"id\":-0.0,\"method\":\"ping\"}"}},
+            "expect": {"outcome": "accept", "id": "echo"}}"#,
+        );
+        let mut obs = answered(200, vec![json!({"jsonrpc": "2.0", "id": 0, "result": {}})]);
+        obs.request_id = Some(json!(-0.0));
+        let mut strict = ctx("2025-11-25", DenyStyle::Error);
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert_eq!(checks(&v, Status::Warn), vec!["shape"]);
+        strict.strict = true;
+        assert_eq!(judge(&c, &obs, &strict).status, Status::Fail);
+        // Another number is another id.
+        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
+        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+    }
+
+    #[test]
     fn a_successful_result_for_the_denied_call_is_an_execution() {
         let c = case(DENIED_CALL);
         let mut obs = answered(

@@ -10,8 +10,12 @@ use serde_json::Value;
 impl Judge<'_> {
     /// Implied: well-formed JSON-RPC, and output that is nothing but messages.
     pub(super) fn shape(&mut self) {
-        for problem in shape_problems(self.obs, &self.resp) {
+        let (problems, warnings) = shape_problems(self.obs, &self.resp);
+        for problem in problems {
             self.add(Check::Shape, Status::Fail, problem);
+        }
+        for warning in warnings {
+            self.add(Check::Shape, Status::Warn, warning);
         }
     }
 
@@ -210,8 +214,11 @@ fn qvalue_weight(v: &str) -> f32 {
 }
 
 /// Violations of the JSON-RPC and transport rules every answer obeys.
-fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
+/// What is wrong with the answer's messages (failures), and what is allowed but not the best
+/// answer (warnings).
+fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for m in &obs.messages {
         match m {
             Value::Object(_) => {}
@@ -248,6 +255,20 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
         match r.get("id") {
             None | Some(Value::Null) => {}
             Some(id) if Some(id) == obs.request_id.as_ref() => {}
+            Some(id)
+                if obs
+                    .request_id
+                    .as_ref()
+                    .is_some_and(|sent| same_number(id, sent)) =>
+            {
+                warnings.push(format!(
+                    "preferred: the id as sent: {} came back as {} (the same JSON number)",
+                    obs.request_id
+                        .as_ref()
+                        .map_or_else(String::new, Value::to_string),
+                    truncate(&id.to_string())
+                ));
+            }
             Some(id) if obs.detectable_id.as_ref().is_some_and(|d| d.id == *id) => {}
             // The body was not readable JSON to the runner: its id, if any, is unknown.
             Some(_) if !obs.request_readable => {}
@@ -277,5 +298,13 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> Vec<String> {
             }
         }
     }
-    out
+    (out, warnings)
+}
+
+/// Two JSON numbers of the same value written differently (`-0.0` and `0`, `1e0` and `1`).
+pub(super) fn same_number(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => a.is_number() && b.is_number() && x == y,
+        _ => false,
+    }
 }

@@ -181,7 +181,7 @@ pub(super) async fn run_http(
     check_alive: bool,
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Http);
-    let deadline = Instant::now() + settings.case_deadline(case);
+    let deadline = settings.case_ends(case);
     let spec = &case.spec;
     let modern = modern_setup(case, settings);
     let hs = match spec.session {

@@ -55,7 +55,7 @@ pub(super) async fn run_stdio(
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
-    let deadline = Instant::now() + settings.case_deadline(case);
+    let deadline = settings.case_ends(case);
     let (command, own_log) = case_command(case, target);
     let witness = own_log.as_ref().or(witness);
     let spawned = StdioCommand::parse(&command).and_then(|cmd| StdioProcess::spawn(&cmd));
@@ -66,6 +66,7 @@ pub(super) async fn run_stdio(
             return obs;
         }
     };
+    proc.bound_writes(deadline);
     let mut ph = client_placeholders(settings);
     let mut lines: Vec<Line> = Vec::new();
     let modern = modern_setup(case, settings);

@@ -19,7 +19,15 @@ pub struct Probe {
     pub stateless: Vec<String>,
     /// Legacy versions it answered `initialize` for with another version (negotiated away).
     pub countered: Vec<(String, String)>,
+    /// Versions whose probe got no answer at all (a deadline passed, the connection failed)
+    /// in [`PROBE_TRIES`] tries: whether the target offers them could not be told. They are
+    /// not tested, and the summary says so.
+    pub unclear: Vec<String>,
 }
+
+/// How many times a probe that got no answer at all is sent before its version is "could not
+/// tell": a loaded target may miss one deadline; a mute one costs three.
+pub const PROBE_TRIES: usize = 3;
 
 impl Probe {
     /// Whether the target keeps no sessions (every accepted legacy version was stateless).
@@ -44,6 +52,7 @@ impl Probe {
             .iter()
             .copied()
             .filter(|v| !self.accepted.iter().any(|a| a == v))
+            .filter(|v| !self.unclear.iter().any(|u| u == v))
             .collect();
         let mut line = if shown.is_empty() {
             "the target accepted no known protocol version".to_string()
@@ -56,6 +65,12 @@ impl Probe {
                 missing.join(", ")
             ));
         }
+        if !self.unclear.is_empty() {
+            line.push_str(&format!(
+                "; could not tell (no answer to {PROBE_TRIES} probes), not tested: {} (name them with --spec to test them)",
+                self.unclear.join(", ")
+            ));
+        }
         for (asked, got) in &self.countered {
             line.push_str(&format!("; initialize {asked} was answered with {got}"));
         }
@@ -63,20 +78,111 @@ impl Probe {
     }
 }
 
-/// Every known version `endpoint` accepts: a modern `server/discover` (its `supportedVersions`,
-/// or the `supported` list of an unsupported-version error), then one `initialize` per legacy
-/// version (accepted when the answer agrees to that version; over HTTP, stateless when no
-/// `Mcp-Session-Id` came with it). Each probe uses a fresh connection or process.
+/// Every known version `endpoint` accepts: one `initialize` per legacy version (accepted when
+/// the answer agrees to that version; over HTTP, stateless when no `Mcp-Session-Id` came with
+/// it), then a modern `server/discover` (its `supportedVersions`, or the `supported` list of an
+/// unsupported-version error). Each probe uses a fresh connection or process; one that hears
+/// nothing at all is sent again, up to [`PROBE_TRIES`] times, and its version is then
+/// [`Probe::unclear`], never counted as not offered.
 pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     let mut out = Probe::default();
     let mut modern = settings.clone();
     modern.spec_version = versions::NEWEST.to_string();
-    let discover = own_request(&modern, DISCOVER_ID, "server/discover");
-    let listed = match endpoint {
+    for v in versions::KNOWN.iter().filter(|v| !versions::is_modern(v)) {
+        let mut legacy = settings.clone();
+        legacy.spec_version = v.to_string();
+        let mut answer = Heard::Nothing;
+        for _ in 0..PROBE_TRIES {
+            answer = legacy_probe(endpoint, &legacy).await;
+            if answer != Heard::Nothing {
+                break;
+            }
+        }
+        match answer {
+            Heard::Agreed(a, session) if a == *v => {
+                out.accepted.push(a);
+                if session == Some(false) {
+                    out.stateless.push(v.to_string());
+                }
+            }
+            Heard::Agreed(other, _) => out.countered.push((v.to_string(), other)),
+            Heard::Refused => {}
+            Heard::Nothing => out.unclear.push(v.to_string()),
+        }
+    }
+    // A legacy server may leave a method it does not know unanswered over stdio: silence to
+    // server/discover from a target that answered initialize says it offers no modern version.
+    let answered_legacy = out.accepted.len() + out.countered.len() > 0;
+    let mut listed = None;
+    for _ in 0..PROBE_TRIES {
+        listed = discover_probe(endpoint, &modern).await;
+        if listed.is_some() || answered_legacy {
+            break;
+        }
+    }
+    match listed {
+        Some(listed) => out
+            .accepted
+            .extend(listed.into_iter().filter(|v| versions::is_modern(v))),
+        None if answered_legacy => {}
+        None => out.unclear.extend(
+            versions::KNOWN
+                .iter()
+                .filter(|v| versions::is_modern(v))
+                .map(|v| v.to_string()),
+        ),
+    }
+    out.accepted.sort();
+    out.accepted.dedup();
+    out.unclear.sort();
+    out
+}
+
+/// What one probe heard.
+#[derive(Debug, PartialEq)]
+enum Heard {
+    /// `initialize` answered with this version (over HTTP: with a session id or not).
+    Agreed(String, Option<bool>),
+    /// An answer that agrees to no version (an error, a refusal status).
+    Refused,
+    /// No answer at all: a deadline passed, the connection failed, the process never wrote.
+    Nothing,
+}
+
+/// One `initialize` for the version of `settings`, on a fresh connection or process.
+async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
+    match endpoint {
         Endpoint::Http(url) => {
             let deadline = Instant::now() + settings.probe_timeout;
-            let headers = standard_headers(url, &modern, None, Some(&discover));
-            match http::exchange(
+            match http_handshake(url, settings, deadline).await {
+                Ok(hs) => Heard::Agreed(hs.version, Some(hs.session.is_some())),
+                Err(TransportError::Handshake(_)) => Heard::Refused,
+                Err(_) => Heard::Nothing,
+            }
+        }
+        Endpoint::Stdio { command, .. } => {
+            let init = initialize_request(&settings.spec_version);
+            let Some(answer) = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await
+            else {
+                return Heard::Nothing;
+            };
+            answer
+                .get("result")
+                .and_then(|r| r.get("protocolVersion")?.as_str())
+                .map_or(Heard::Refused, |v| Heard::Agreed(v.to_string(), None))
+        }
+    }
+}
+
+/// One `server/discover`, on a fresh connection or process: the versions it lists (empty when
+/// it answered without a list), or `None` when nothing answered.
+async fn discover_probe(endpoint: &Endpoint, modern: &Settings) -> Option<Vec<String>> {
+    let discover = own_request(modern, DISCOVER_ID, "server/discover");
+    match endpoint {
+        Endpoint::Http(url) => {
+            let deadline = Instant::now() + modern.probe_timeout;
+            let headers = standard_headers(url, modern, None, Some(&discover));
+            let resp = http::exchange(
                 url,
                 post_json(url, headers, &discover),
                 Caps::default(),
@@ -84,61 +190,20 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
                 false,
             )
             .await
-            {
-                Ok(resp) => {
-                    let (msgs, _) = http_messages(&resp);
-                    msgs.iter()
-                        .find_map(|m| discovered(m, DISCOVER_ID))
-                        .unwrap_or_default()
-                }
-                Err(_) => Vec::new(),
-            }
+            .ok()?;
+            let (msgs, _) = http_messages(&resp);
+            Some(
+                msgs.iter()
+                    .find_map(|m| discovered(m, DISCOVER_ID))
+                    .unwrap_or_default(),
+            )
         }
         Endpoint::Stdio { command, .. } => {
-            let short = settings.probe_timeout.min(Duration::from_secs(3));
-            match stdio_probe(command, &discover, DISCOVER_ID, short).await {
-                Some(answer) => discovered(&answer, DISCOVER_ID).unwrap_or_default(),
-                None => Vec::new(),
-            }
-        }
-    };
-    out.accepted
-        .extend(listed.into_iter().filter(|v| versions::is_modern(v)));
-    for v in versions::KNOWN.iter().filter(|v| !versions::is_modern(v)) {
-        let mut legacy = settings.clone();
-        legacy.spec_version = v.to_string();
-        let (agreed, session) = match endpoint {
-            Endpoint::Http(url) => {
-                let deadline = Instant::now() + settings.probe_timeout;
-                match http_handshake(url, &legacy, deadline).await {
-                    Ok(hs) => (Some(hs.version), Some(hs.session.is_some())),
-                    Err(_) => (None, None),
-                }
-            }
-            Endpoint::Stdio { command, .. } => {
-                let init = initialize_request(v);
-                let answer = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await;
-                let agreed = answer
-                    .as_ref()
-                    .and_then(|a| a.get("result")?.get("protocolVersion")?.as_str())
-                    .map(str::to_string);
-                (agreed, None)
-            }
-        };
-        match agreed {
-            Some(a) if a == *v => {
-                out.accepted.push(a);
-                if session == Some(false) {
-                    out.stateless.push(v.to_string());
-                }
-            }
-            Some(other) => out.countered.push((v.to_string(), other)),
-            None => {}
+            let short = modern.probe_timeout.min(Duration::from_secs(3));
+            let answer = stdio_probe(command, &discover, DISCOVER_ID, short).await?;
+            Some(discovered(&answer, DISCOVER_ID).unwrap_or_default())
         }
     }
-    out.accepted.sort();
-    out.accepted.dedup();
-    out
 }
 
 /// The runner's `initialize` asking for `version`.
