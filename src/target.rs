@@ -693,3 +693,34 @@ impl Lane {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_target_names_the_trials_that_ran_beside_the_one_that_found_it() {
+        let lane = |port: u16| {
+            plain_lane(
+                TransportKind::Http,
+                Profile::Server,
+                Endpoint::Http(
+                    HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp")).expect("url"),
+                ),
+                None,
+            )
+        };
+        let restarts = Restarts::new(None);
+        let others = [
+            "[http] nesting/a".to_string(),
+            "[http] oversize/b".to_string(),
+        ];
+        let found = restarts.mark_dead(&lane(9), "batch/c", true, &others);
+        assert!(others.iter().all(|o| found.contains(o.as_str())), "{found}");
+        let l = lane(11);
+        restarts.mark_dead(&l, "batch/c", false, &others);
+        assert!(l.down().is_some_and(|d| d.contains("batch/c")));
+        let alone = Restarts::new(None).mark_dead(&lane(10), "batch/c", false, &[]);
+        assert!(!alone.contains("beside"), "{alone}");
+    }
+}

@@ -350,3 +350,37 @@ fn a_server_that_stops_reading_its_input_does_not_hold_the_runner_past_its_deadl
     assert_eq!(t.len(), 1);
     assert_eq!(t[0].verdict, "warn", "{:?}", t[0]);
 }
+
+#[test]
+fn a_version_probe_that_hears_nothing_says_it_could_not_tell() {
+    // A listener that accepts connections and never answers: every probe times out, three
+    // times each. The run says which versions it could not tell, instead of "not offered".
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            if let Ok(mut held) = keep.lock() {
+                held.push(conn);
+            }
+        }
+    });
+    let out = std::process::Command::new(bin())
+        .args(["run", "--http", &url, "--timeout-scale", "0.05"])
+        .args(["--", "primitive/true", "--exact"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("could not tell"), "{stderr}");
+    for v in ["2025-06-18", "2025-11-25", "2026-07-28"] {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("versions:"))
+            .unwrap_or_default();
+        let unclear = line.split("could not tell").nth(1).unwrap_or_default();
+        assert!(unclear.contains(v), "{line}");
+    }
+    assert!(!stderr.contains("not offered"), "{stderr}");
+}
