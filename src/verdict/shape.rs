@@ -252,33 +252,10 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<Strin
         if has_result && !r.get("result").is_some_and(Value::is_object) {
             out.push("result is not an object".into());
         }
-        match r.get("id") {
-            None | Some(Value::Null) => {}
-            Some(id) if Some(id) == obs.request_id.as_ref() => {}
-            Some(id)
-                if obs
-                    .request_id
-                    .as_ref()
-                    .is_some_and(|sent| same_number(id, sent)) =>
-            {
-                warnings.push(format!(
-                    "preferred: the id as sent: {} came back as {} (the same JSON number)",
-                    obs.request_id
-                        .as_ref()
-                        .map_or_else(String::new, Value::to_string),
-                    truncate(&id.to_string())
-                ));
-            }
-            Some(id) if obs.detectable_id.as_ref().is_some_and(|d| d.id == *id) => {}
-            // The body was not readable JSON to the runner: its id, if any, is unknown.
-            Some(_) if !obs.request_readable => {}
-            Some(id) => out.push(format!(
-                "a response carries id {} which is neither the request's id ({}) nor null",
-                truncate(&id.to_string()),
-                obs.request_id
-                    .as_ref()
-                    .map_or("none".into(), Value::to_string)
-            )),
+        match id_problem(obs, r) {
+            Some((Status::Warn, w)) => warnings.push(w),
+            Some((_, problem)) => out.push(problem),
+            None => {}
         }
         if has_result && r.get("id").is_none_or(Value::is_null) {
             out.push("a result has no id".into());
@@ -299,6 +276,45 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<Strin
         }
     }
     (out, warnings)
+}
+
+/// What is wrong with a response's id, if anything: a failure, or a warning when it is the
+/// request's id written as another spelling of the same number.
+fn id_problem(obs: &Observation, r: &Value) -> Option<(Status, String)> {
+    match r.get("id") {
+        None | Some(Value::Null) => None,
+        Some(id) if Some(id) == obs.request_id.as_ref() => None,
+        Some(id)
+            if obs
+                .request_id
+                .as_ref()
+                .is_some_and(|sent| same_number(id, sent)) =>
+        {
+            Some((
+                Status::Warn,
+                format!(
+                    "preferred: the id as sent: {} came back as {} (the same JSON number)",
+                    obs.request_id
+                        .as_ref()
+                        .map_or_else(String::new, Value::to_string),
+                    truncate(&id.to_string())
+                ),
+            ))
+        }
+        Some(id) if obs.detectable_id.as_ref().is_some_and(|d| d.id == *id) => None,
+        // The body was not readable JSON to the runner: its id, if any, is unknown.
+        Some(_) if !obs.request_readable => None,
+        Some(id) => Some((
+            Status::Fail,
+            format!(
+                "a response carries id {} which is neither the request's id ({}) nor null",
+                truncate(&id.to_string()),
+                obs.request_id
+                    .as_ref()
+                    .map_or("none".into(), Value::to_string)
+            ),
+        )),
+    }
 }
 
 /// Two JSON numbers of the same value written differently (`-0.0` and `0`, `1e0` and `1`).
