@@ -62,8 +62,6 @@ pub struct StdioProcess {
     /// How long a new write or the close of stdin waits for the writes before it (see
     /// [`StdioProcess::bound_writes`]).
     write_deadline: Option<Instant>,
-    /// A write was given up at its deadline: the server stopped reading its input.
-    pub write_stalled: bool,
 }
 
 impl StdioProcess {
@@ -105,7 +103,6 @@ impl StdioProcess {
             stderr: stderr_buf,
             writer: None,
             write_deadline: None,
-            write_stalled: false,
         })
     }
 
@@ -129,7 +126,6 @@ impl StdioProcess {
             Ok(done) => done.ok().and_then(Result::ok),
             Err(_) => {
                 prev.abort();
-                self.write_stalled = true;
                 None
             }
         }
