@@ -131,12 +131,14 @@ pub(super) async fn run_stdio(
     obs
 }
 
-/// The target's command for `case`, with a per-case witness log when the command asks for one
-/// (`{witness_log}`), and that log's reader.
+/// The target's command for `case`, with a witness log of its own when the command asks for one
+/// (`{witness_log}`), and that log's reader. The log's name is unique in the process: lanes
+/// share a folder, and one case runs at once on several lanes (personalities, versions), each
+/// run truncating the log it opens.
 fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<WitnessView>) {
     match target.log_dir {
         Some(dir) if target.command.contains("{witness_log}") => {
-            let path = dir.join(format!("{}.jsonl", case.id.replace('/', "__")));
+            let path = case_log(dir, &case.id);
             let _ = std::fs::remove_file(&path);
             let quoted = shell_words::quote(&path.to_string_lossy()).into_owned();
             let command = target.command.replace("{witness_log}", &quoted);
@@ -144,6 +146,13 @@ fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<Witnes
         }
         _ => (target.command.to_string(), None),
     }
+}
+
+/// A fresh log path in `dir` for one run of case `id`.
+fn case_log(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("{}.{run}.jsonl", id.replace('/', "__")))
 }
 
 /// The legacy handshake: `initialize` (the lines before its answer, logs or banners, are judged
@@ -333,4 +342,19 @@ fn read_lines(obs: &mut Observation, lines: &[Line]) {
         }
     }
     obs.scan_text = scan;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::case_log;
+
+    #[test]
+    fn each_run_of_a_case_logs_to_its_own_file() {
+        // Lanes share the folder and run one case at once; a shared log loses events.
+        let dir = std::path::Path::new("/tmp/logs");
+        let (a, b) = (case_log(dir, "smuggling/x"), case_log(dir, "smuggling/x"));
+        assert_ne!(a, b);
+        assert!(a.starts_with(dir) && b.starts_with(dir));
+        assert_eq!(a.extension().and_then(|e| e.to_str()), Some("jsonl"));
+    }
 }
