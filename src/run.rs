@@ -264,7 +264,17 @@ struct Shared {
     deadline: Instant,
     /// The trials under way (ordinal, `[lane] case`): when a target dies with several jobs in
     /// flight, any of them may have ended it, and the message names them.
-    in_flight: std::sync::Mutex<Vec<(usize, String)>>,
+    /// Each entry also names its target (lanes over one target share their `serial` lock).
+    in_flight: std::sync::Mutex<Vec<InFlight>>,
+}
+
+/// A trial under way.
+struct InFlight {
+    ordinal: usize,
+    /// Which target its lane sends to (the address of the lane's `serial` lock).
+    target: usize,
+    /// `[lane] case`.
+    name: String,
 }
 
 /// One libtest trial per (lane, case): ignored when the case does not apply to the lane (its
@@ -363,11 +373,16 @@ impl OneTrial {
             secrets: &shared.secrets,
         };
         let me = format!("[{}] {}", lane.kind(), case.id);
-        crate::sync::lock(&shared.in_flight).push((self.ordinal, me));
-        let judged = shared.rt.block_on(judging.run(case, lane));
+        crate::sync::lock(&shared.in_flight).push(InFlight {
+            ordinal: self.ordinal,
+            target: Arc::as_ptr(&lane.serial) as usize,
+            name: me,
+        });
+        let (judged, held) = shared.rt.block_on(judging.run_holding(case, lane));
         let (obs, mut v) = (judged.observation, judged.verdict);
         self.watch_target(&obs, &mut v);
-        crate::sync::lock(&shared.in_flight).retain(|(n, _)| *n != self.ordinal);
+        drop(held);
+        crate::sync::lock(&shared.in_flight).retain(|t| t.ordinal != self.ordinal);
         let mut record = lane.record(case, Some(&v), obs.elapsed.as_millis() as u64);
         // Whatever came back may echo a `--header` value: never into any output.
         for f in &mut record.findings {
@@ -405,16 +420,31 @@ impl OneTrial {
         let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
             || obs.setup_error.is_some();
         let gone = obs.alive == Some(false) || found_gone;
-        if gone && lane.transport == crate::case::TransportKind::Http && !lane.reachable() {
+        if !gone || lane.transport != crate::case::TransportKind::Http {
+            return;
+        }
+        // A gate the runner started is started again when a case leaves it unable to answer,
+        // even while it still takes connections; any other target only when it is gone.
+        let listening = lane.reachable();
+        if !listening || lane.process.is_some() {
+            // Only trials on the same target could have ended it, and none when its cases run
+            // one at a time (the others in flight are waiting for it).
+            let target = Arc::as_ptr(&lane.serial) as usize;
             let others: Vec<String> = crate::sync::lock(&self.shared.in_flight)
                 .iter()
-                .filter(|(n, _)| *n != self.ordinal)
-                .map(|(_, name)| name.clone())
+                .filter(|t| t.ordinal != self.ordinal && t.target == target)
+                .filter(|_| lane.witness.is_none())
+                .map(|t| t.name.clone())
                 .collect();
-            let note = self
-                .shared
-                .restarts
-                .mark_dead(lane, &self.case.id, found_gone, &others);
+            let note = self.shared.restarts.mark_dead(
+                lane,
+                &self.case.id,
+                crate::target::Gone {
+                    already: found_gone,
+                    listening,
+                },
+                &others,
+            );
             v.findings.push(verdict::Finding {
                 check: verdict::Check::Alive,
                 status: Status::Fail,

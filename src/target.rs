@@ -73,8 +73,12 @@ pub struct Lane {
     pub serial: Arc<tokio::sync::Mutex<()>>,
     /// An HTTP target that issues no `Mcp-Session-Id`: cases about sessions do not apply.
     pub stateless: bool,
-    /// HTTP: the trial during which the target stopped accepting connections, while it is down.
+    /// HTTP: the trial (`[lane] case`) during which the target stopped accepting connections,
+    /// while it is down.
     pub died_during: Arc<std::sync::Mutex<Option<String>>>,
+    /// The gate process the runner started for this lane (`--gate`), restarted when a case
+    /// leaves it broken.
+    pub process: Option<Arc<GateProcess>>,
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
@@ -134,6 +138,7 @@ impl Lane {
 #[derive(Default)]
 pub struct Keep {
     children: Vec<std::process::Child>,
+    gates: Vec<Arc<GateProcess>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -142,6 +147,9 @@ impl Drop for Keep {
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for g in &self.gates {
+            g.stop();
         }
         for t in &self.tasks {
             t.abort();
@@ -302,28 +310,69 @@ pub fn gate_http_lane(
     let (program, args) = words
         .split_first()
         .ok_or_else(|| RunError::BadTarget(command.clone()))?;
-    let child = std::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(RunError::Setup)?;
-    keep.children.push(child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if std::time::Instant::now() > deadline {
-            return Err(RunError::GateDidNotStart(port));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let process = Arc::new(GateProcess {
+        program: program.clone(),
+        args: args.to_vec(),
+        port,
+        child: std::sync::Mutex::new(None),
+    });
+    if !process.start().map_err(RunError::Setup)? {
+        return Err(RunError::GateDidNotStart(port));
     }
-    Ok(plain_lane(
+    keep.gates.push(process.clone());
+    let mut lane = plain_lane(
         TransportKind::Http,
         Profile::Gate,
         Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp"))?),
         Some(WitnessView::Memory(record)),
     )
-    .behind(personality))
+    .behind(personality);
+    lane.process = Some(process);
+    Ok(lane)
+}
+
+/// An HTTP gate the runner started (`--gate`), which it can start again on the same port when a
+/// case leaves it broken or dead.
+#[derive(Debug)]
+pub struct GateProcess {
+    program: String,
+    args: Vec<String>,
+    port: u16,
+    child: std::sync::Mutex<Option<std::process::Child>>,
+}
+
+impl GateProcess {
+    /// How long a started gate has to accept connections.
+    const START_WITHIN: Duration = Duration::from_secs(10);
+
+    /// End the running process (if any), start the command again, and wait (bounded) until its
+    /// port accepts. Whether it did; an error when the command cannot be started at all.
+    fn start(&self) -> std::io::Result<bool> {
+        self.stop();
+        let child = std::process::Command::new(&self.program)
+            .args(&self.args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        *crate::sync::lock(&self.child) = Some(child);
+        let deadline = std::time::Instant::now() + Self::START_WITHIN;
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(true)
+    }
+
+    /// Kill the process and reap it.
+    fn stop(&self) {
+        if let Some(mut c) = crate::sync::lock(&self.child).take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// A plain HTTP or stdio target.
@@ -345,6 +394,7 @@ pub fn plain_lane(
         serial: Arc::new(tokio::sync::Mutex::new(())),
         stateless: false,
         died_during: Arc::new(std::sync::Mutex::new(None)),
+        process: None,
     }
 }
 
@@ -585,6 +635,12 @@ impl Restarts {
     /// Start the restart command and wait (30 s at most) until the lane's endpoint accepts
     /// connections again. Whether it did.
     fn restart(&self, lane: &Lane) -> bool {
+        if let Some(process) = &lane.process {
+            return process.start().unwrap_or_else(|e| {
+                eprintln!("the gate could not be started again: {e}");
+                false
+            });
+        }
         let Some(command) = &self.command else {
             return false;
         };
@@ -623,52 +679,64 @@ impl Restarts {
     }
 
     /// Record that the lane's target died during `case_id` (said once on stderr), and restart
-    /// it when the run can. `already` says the case found it gone before its own bytes were
-    /// sent; `others` are the trials in flight beside it (`[lane] case`), any of which may have
-    /// ended it. The text for the trial.
-    pub fn mark_dead(
-        &self,
-        lane: &Lane,
-        case_id: &str,
-        already: bool,
-        others: &[String],
-    ) -> String {
-        let restarts = self;
+    /// it when the run can. `gone.already` says the case found it gone before its own bytes
+    /// were sent, `gone.listening` that it still takes connections but failed its alive check
+    /// (a gate the runner started is then started again); `others` are the trials in flight
+    /// beside it (`[lane] case`), any of which may have ended it. The text for the trial.
+    pub fn mark_dead(&self, lane: &Lane, case_id: &str, gone: Gone, others: &[String]) -> String {
         let running = if others.is_empty() {
             String::new()
         } else {
             format!("; running beside it: {}", others.join(", "))
         };
-        let when = if already {
+        let stopped = if gone.listening {
+            "stopped answering (it takes connections but failed its alive check)"
+        } else {
+            "stopped accepting connections"
+        };
+        let when = if gone.already && gone.listening {
+            format!("could not be set up for this case (a trial before it, or beside it, may have broken it{running})")
+        } else if gone.already {
             format!("was not accepting connections when this case began (a trial before it, or beside it, ended it{running})")
         } else if others.is_empty() {
-            "stopped accepting connections after this case".to_string()
+            format!("{stopped} after this case")
         } else {
-            format!("stopped accepting connections after this case (it or a trial beside it ended it{running})")
+            format!("{stopped} after this case (it or a trial beside it ended it{running})")
         };
+        let name = format!("[{}] {case_id}", lane.kind());
         let mut died = crate::sync::lock(&lane.died_during);
         if died.is_none() {
-            eprintln!(
-                "the target {when}: [{}] {case_id}; this trial fails with the evidence",
-                lane.kind()
-            );
-            *died = Some(case_id.to_string());
+            eprintln!("the target {when}: {name}; this trial fails with the evidence");
+            *died = Some(name);
         }
-        if restarts.restart(lane) {
-            eprintln!("the target was restarted with --restart-cmd; the run goes on");
+        if self.restart(lane) {
+            if lane.process.is_some() {
+                eprintln!("the gate was started again; the run goes on");
+            } else {
+                eprintln!("the target was restarted with --restart-cmd; the run goes on");
+            }
             *died = None;
             format!("the target {when} (it was restarted)")
         } else {
-            format!(
-                "the target {when}; the lane's later trials are not run{}",
-                if restarts.command.is_some() {
-                    " (the restart command did not bring it back within 30 s)"
-                } else {
-                    " (give --restart-cmd to restart it)"
-                }
-            )
+            let why = if lane.process.is_some() {
+                " (the gate, started again, did not accept connections within 10 s)"
+            } else if self.command.is_some() {
+                " (the restart command did not bring it back within 30 s)"
+            } else {
+                " (give --restart-cmd to restart it)"
+            };
+            format!("the target {when}; the lane's later trials are not run{why}")
         }
     }
+}
+
+/// How a trial found its HTTP target gone.
+#[derive(Debug, Clone, Copy)]
+pub struct Gone {
+    /// Before the case's own bytes were sent.
+    pub already: bool,
+    /// It still takes connections (but failed its alive check).
+    pub listening: bool,
 }
 
 impl Lane {
@@ -688,8 +756,7 @@ impl Lane {
     pub fn down(&self) -> Option<String> {
         let killer = crate::sync::lock(&self.died_during).clone()?;
         Some(format!(
-            "not run: the target stopped accepting connections after [{}] {killer}",
-            self.kind()
+            "not run: the target stopped accepting connections after {killer}"
         ))
     }
 }
@@ -715,12 +782,22 @@ mod tests {
             "[http] nesting/a".to_string(),
             "[http] oversize/b".to_string(),
         ];
-        let found = restarts.mark_dead(&lane(9), "batch/c", true, &others);
+        let (already, after) = (
+            Gone {
+                already: true,
+                listening: false,
+            },
+            Gone {
+                already: false,
+                listening: false,
+            },
+        );
+        let found = restarts.mark_dead(&lane(9), "batch/c", already, &others);
         assert!(others.iter().all(|o| found.contains(o.as_str())), "{found}");
         let l = lane(11);
-        restarts.mark_dead(&l, "batch/c", false, &others);
-        assert!(l.down().is_some_and(|d| d.contains("batch/c")));
-        let alone = Restarts::new(None).mark_dead(&lane(10), "batch/c", false, &[]);
+        restarts.mark_dead(&l, "batch/c", after, &others);
+        assert!(l.down().is_some_and(|d| d.contains("[http] batch/c")));
+        let alone = Restarts::new(None).mark_dead(&lane(10), "batch/c", after, &[]);
         assert!(!alone.contains("beside"), "{alone}");
     }
 }

@@ -59,29 +59,40 @@ impl Judging<'_> {
     /// Send `case` over `lane` and judge what came back. A lane whose cases read a shared witness
     /// record is held for the exchange, so each case sees only its own part of the record.
     pub async fn run(&self, case: &Case, lane: &Lane) -> Judged {
+        self.run_holding(case, lane).await.0
+    }
+
+    /// [`Judging::run`], still holding the lane when it is one whose cases run one at a time, so
+    /// that what the caller does about the target (restarting it) happens before the next case.
+    pub async fn run_holding<'l>(
+        &self,
+        case: &Case,
+        lane: &'l Lane,
+    ) -> (Judged, Option<tokio::sync::MutexGuard<'l, ()>>) {
         let context = self.context(case, lane);
         let check_alive = case
             .expectation(lane.profile, context.narrows(), &context.version)
             .alive
             .unwrap_or(true);
-        let observation = {
-            let _guard = match &lane.witness {
-                Some(_) => Some(lane.serial.lock().await),
-                None => None,
-            };
-            exchange::run_case(
-                case,
-                &lane.endpoint,
-                self.settings,
-                lane.witness.as_ref(),
-                check_alive,
-            )
-            .await
+        let guard = match &lane.witness {
+            Some(_) => Some(lane.serial.lock().await),
+            None => None,
         };
+        let observation = exchange::run_case(
+            case,
+            &lane.endpoint,
+            self.settings,
+            lane.witness.as_ref(),
+            check_alive,
+        )
+        .await;
         let verdict = verdict::judge(case, &observation, &context);
-        Judged {
-            observation,
-            verdict,
-        }
+        (
+            Judged {
+                observation,
+                verdict,
+            },
+            guard,
+        )
     }
 }

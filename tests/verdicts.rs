@@ -252,6 +252,56 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
     );
 }
 
+#[test]
+fn a_gate_the_runner_started_is_started_again_when_a_case_ends_it() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: python3 is not installed; the fragile gate fixture needs it");
+        return;
+    }
+    // The fixture relays to the runner's witness and exits on a call of fault_close.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fragile_http_gate.py");
+    let gate = format!("python3 {} {{port}} {{downstream_url}}", script.display());
+    let (code, report) = run_with_report(
+        &["--gate", &gate, "--spec", "2025-11-25"],
+        &[
+            "--exact",
+            "downstream/fault-close",
+            "downstream/fault-empty",
+            "canonical/string-id",
+            "--test-threads",
+            "1",
+        ],
+    );
+    assert_eq!(code, 1);
+    let trial = |id: &str| {
+        report
+            .results
+            .iter()
+            .find(|t| t.id == id && t.downstream.is_none())
+            .unwrap_or_else(|| panic!("no trial of {id}: {:?}", report.results))
+    };
+    let killer = trial("downstream/fault-close");
+    assert!(failed_by(killer, "alive"), "{killer:?}");
+    assert!(
+        killer.findings.iter().any(|f| f["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("restarted"))),
+        "{killer:?}"
+    );
+    // fault-empty, planned after it, ran against the gate started again (it fails on its own
+    // merits: the relay passes the empty body on), not left out as "not run".
+    let after = trial("downstream/fault-empty");
+    assert_eq!(after.verdict, "fail", "{after:?}");
+    assert!(!failed_by(after, "alive"), "{after:?}");
+    // The relay itself is sound: an allowed call through it passes.
+    assert_eq!(trial("canonical/string-id").verdict, "pass");
+}
+
 /// The trials of `report` that did not pass, as `case@version verdict`, sorted.
 fn not_passing(report: &Report) -> Vec<String> {
     let mut out: Vec<String> = report
