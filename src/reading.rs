@@ -259,12 +259,54 @@ pub struct DetectedId {
 /// comment, a trailing comma, `NaN`), a batch, a concatenation, readings that disagree (a
 /// duplicated `id`), a fraction or any other type: none.
 pub fn detectable_id(bytes: &[u8]) -> Option<DetectedId> {
-    let json = ids_read(bytes);
+    // An escaped lone surrogate (`"\ud800"`) is JSON by its grammar (RFC 8259 section 8.2 only
+    // says what it decodes to is unpredictable); the readers here refuse it, so it is read as
+    // U+FFFD.
+    let json = ids_read(bytes).or_else(|| ids_read(&replace_lone_surrogate_escapes(bytes)?));
     if json.is_some() || std::str::from_utf8(bytes).is_ok() {
         return json.map(|id| DetectedId { id, json: true });
     }
     let repaired = String::from_utf8_lossy(bytes);
     ids_read(repaired.as_bytes()).map(|id| DetectedId { id, json: false })
+}
+
+/// The id a reader that repairs what is not JSON finds in `bytes` (UTF-16 and UTF-32 decoded,
+/// `NaN`, comments, invalid UTF-8 replaced: the lenient personality), when no plain reading
+/// finds one: a gate that read such a body so and refused it answers with this id.
+pub fn repaired_id(bytes: &[u8]) -> Option<Value> {
+    if detectable_id(bytes).is_some() {
+        return None;
+    }
+    let values = read(Personality::Lenient, bytes).ok()?;
+    let [Value::Object(o)] = values.as_slice() else {
+        return None;
+    };
+    let id = o.get("id")?;
+    (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
+}
+
+/// Whether the plain JSON readings of `bytes` (duplicate names resolved either way, names
+/// folded, strictly) read it differently: a body whose meaning depends on its reader, the
+/// smuggling differential. A body some of them cannot read at all is not counted.
+pub fn ambiguous(bytes: &[u8]) -> bool {
+    let mut seen: Option<Vec<Value>> = None;
+    let mut differ = false;
+    for p in [
+        Personality::LastWins,
+        Personality::FirstWins,
+        Personality::CaseInsensitive,
+    ] {
+        let Ok(v) = read(p, bytes) else {
+            return false;
+        };
+        match &seen {
+            Some(s) => differ |= *s != v,
+            None => seen = Some(v),
+        }
+    }
+    // A strict reader refuses duplicates (and nothing else the others read): that is a
+    // difference too when the others agree.
+    differ || read(Personality::Strict, bytes).is_err()
 }
 
 /// The one id every plain JSON reading of `bytes` that succeeds gives one request object.
@@ -479,9 +521,82 @@ pub fn nesting_depth(bytes: &[u8]) -> usize {
     max
 }
 
+/// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
+/// `\uFFFD`; `None` when there is none.
+pub fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
+    let hex = |b: &[u8]| -> Option<u16> {
+        let s = std::str::from_utf8(b).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    };
+    let escape_at = |i: usize| -> Option<u16> {
+        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
+            .then(|| hex(bytes.get(i + 2..i + 6)?))
+            .flatten()
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            if let Some(u) = escape_at(i) {
+                let pair = (0xD800..0xDC00).contains(&u)
+                    && escape_at(i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l));
+                if pair {
+                    out.extend_from_slice(&bytes[i..i + 12]);
+                    i += 12;
+                } else if (0xD800..0xE000).contains(&u) {
+                    out.extend_from_slice(b"\\uFFFD");
+                    changed = true;
+                    i += 6;
+                } else {
+                    out.extend_from_slice(&bytes[i..i + 6]);
+                    i += 6;
+                }
+                continue;
+            }
+            // Any other escape: copy it whole, so `\\u…` is not taken for a `\u` escape.
+            out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
+            i += 2;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    changed.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogates_are_json_repairs_are_not_and_readers_may_disagree() {
+        // An escaped lone surrogate is JSON by its grammar: its id is detectable.
+        let lone = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x\ud800"}}"#;
+        assert_eq!(
+            detectable_id(lone),
+            Some(DetectedId {
+                id: Value::from(7),
+                json: true
+            })
+        );
+        assert_eq!(repaired_id(lone), None);
+        // UTF-16, NaN elsewhere: only a repairing reader finds the id.
+        let utf16: Vec<u8> = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        assert_eq!(repaired_id(&utf16), Some(Value::from(1)));
+        let nan =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"n":NaN}}}"#;
+        assert_eq!(repaired_id(nan), Some(Value::from(1)));
+        // Duplicate and case-folded names are read differently; a plain body is not.
+        assert!(ambiguous(br#"{"method":"ping","method":"tools/call"}"#));
+        assert!(ambiguous(br#"{"params":{"name":"echo","Name":"x"}}"#));
+        assert!(!ambiguous(br#"{"params":{"name":"echo"}}"#));
+        // A body they cannot all read is another matter (an encoding, a grammar error).
+        assert!(!ambiguous(&utf16));
+    }
 
     #[test]
     fn an_id_is_detectable_only_where_every_reading_agrees() {

@@ -109,21 +109,15 @@ fn a_gate_with_its_own_error_codes_is_judged_fail_closed_unless_its_table_is_giv
     assert_eq!(code, 0);
 }
 
-/// Judged fail-closed, a refusal is still required, and what the gate did is still judged: the
-/// reference gate with a defect fails the same must-level cases with or without the table.
-#[test]
-fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
+/// The reference gate with `faults`, judged fail-closed (no table given) on `filter`.
+fn faulty_gate_run(faults: reference_gate::proxy::Faults, filter: &str) -> (i32, Report) {
     use reference_gate::forward::ConfiguredForwarder;
-    use reference_gate::proxy::{Faults, Proxy};
+    use reference_gate::proxy::Proxy;
     use std::sync::Arc;
     let gate = InProcessGate::start(
         |_, _| {},
         |cfg| {
             let forwarder = Arc::new(ConfiguredForwarder::new(&cfg.servers, cfg.deadlines));
-            let faults = Faults {
-                last_duplicate_wins: true,
-                ..Faults::default()
-            };
             Arc::new(
                 Proxy::new(
                     Arc::new(cfg.policy.clone()),
@@ -148,13 +142,42 @@ fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
         "--spec",
         SPEC,
     ];
-    let (code, report) = run_with_report(&args, &["smuggling/dup-name"]);
+    run_with_report(&args, &[filter])
+}
+
+/// Judged fail-closed, what the gate did is still judged: the reference gate reading duplicate
+/// names last-wins and forwarding the bytes as the client wrote them passes the ambiguity on to
+/// a downstream that reads first-wins (the denied name), and fails; the same gate forwarding
+/// only what it read, re-encoded, passes no differential on, and is warned (refusing is
+/// preferred), as the reference gate's own table would fail it.
+#[test]
+fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
+    use reference_gate::proxy::Faults;
+    let id = "smuggling/dup-name-denied-then-allowed";
+    let (code, report) = faulty_gate_run(
+        Faults {
+            last_duplicate_wins: true,
+            forward_raw: true,
+            ..Faults::default()
+        },
+        "smuggling/dup-name",
+    );
     assert_eq!(code, 1);
     let failed = failed_ids(&report);
-    assert!(
-        failed.contains("smuggling/dup-name-denied-then-allowed"),
-        "{failed:?}"
+    assert!(failed.contains(id), "{failed:?}");
+    let (_, report) = faulty_gate_run(
+        Faults {
+            last_duplicate_wins: true,
+            ..Faults::default()
+        },
+        "smuggling/dup-name",
     );
+    let trial = report
+        .results
+        .iter()
+        .find(|t| t.id == id)
+        .unwrap_or_else(|| panic!("no {id}: {:?}", report.results));
+    assert_eq!(trial.verdict, "warn", "{trial:?}");
 }
 
 fn python3() -> bool {

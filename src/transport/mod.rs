@@ -88,6 +88,11 @@ pub struct Observation {
     /// The id a server could detect in the case's body (see [`crate::reading::detectable_id`]):
     /// an error may echo it instead of null.
     pub detectable_id: Option<crate::reading::DetectedId>,
+    /// The id only a reader that repairs what is not JSON finds in the case's body (see
+    /// [`crate::reading::repaired_id`]).
+    pub repaired_id: Option<Value>,
+    /// Whether the plain readings of the case's body disagree (see [`crate::reading::ambiguous`]).
+    pub request_ambiguous: bool,
     /// Whether the case's request was a request (has an id), not a notification.
     pub expects_response: bool,
     /// Whether the runner could read the case's body as one JSON object (else its id is unknown).
@@ -172,6 +177,8 @@ impl Observation {
             transport,
             request_id: None,
             detectable_id: None,
+            repaired_id: None,
+            request_ambiguous: false,
             expects_response: false,
             request_readable: false,
             request_method: None,

@@ -19,12 +19,52 @@ impl Judge<'_> {
                 .iter()
                 .all(|r| r.get("error").is_some() || is_error_result(r));
         if !result_refusal {
-            return (observed, false);
+            return self.empty_refusal(observed);
         }
         self.add(
             Check::Outcome,
             Status::Pass,
             "refused with a tool result marked isError (--deny-style result)".into(),
+        );
+        (Observed::Outcome(Outcome::Reject), true)
+    }
+
+    /// Judged fail-closed, a `resources/read` or `prompts/get` answered with an empty result
+    /// (no `contents`, no `messages`) served nothing: a refusal in all but form (a warning: MCP
+    /// answers a resource it will not read with an error, -32002, and an unknown prompt with
+    /// -32602). What was observed then, and whether it was such a refusal.
+    fn empty_refusal(&mut self, observed: Observed) -> (Observed, bool) {
+        let empty = |r: &&Value| {
+            let result = r.get("result");
+            let none = |key: &str| {
+                result
+                    .and_then(|x| x.get(key))
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+            };
+            r.get("error").is_some() || none("contents") || none("messages")
+        };
+        let wants_refusal = self
+            .expect
+            .outcome
+            .as_ref()
+            .is_some_and(|o| !o.as_slice().contains(&Outcome::Accept));
+        let refused = self.fail_closed
+            && wants_refusal
+            && observed == Observed::Outcome(Outcome::Accept)
+            && matches!(
+                self.obs.request_method.as_deref(),
+                Some("resources/read" | "prompts/get")
+            )
+            && !self.resp.is_empty()
+            && self.resp.iter().all(empty);
+        if !refused {
+            return (observed, false);
+        }
+        self.add(
+            Check::Outcome,
+            Status::Warn,
+            "preferred: a JSON-RPC error (-32002 for a resource, -32602 for a prompt); it answered an empty result, which serves nothing".into(),
         );
         (Observed::Outcome(Outcome::Reject), true)
     }
@@ -193,7 +233,18 @@ impl Judge<'_> {
             .as_ref()
             .filter(|_| !self.strict && *observed == Observed::Outcome(Outcome::Reject));
         let mut repaired_echo = false;
-        if self.fail_closed && *observed == Observed::Outcome(Outcome::Reject) {
+        let mut lenient_echo = false;
+        let refused = *observed == Observed::Outcome(Outcome::Reject);
+        // Judged fail-closed, a refusal (an error, or a tool result under `--deny-style result`)
+        // may answer the id its gate found in a body the runner cannot read: one a plain reader
+        // detects, or one a reader that repairs what is not JSON finds (a warning: a parse
+        // error with a null id is preferred).
+        let repaired = self
+            .obs
+            .repaired_id
+            .as_ref()
+            .filter(|_| self.fail_closed && refused);
+        if self.fail_closed && refused {
             rules = OneOrMany::Many(vec![IdRule::Echo, IdRule::NullOrAbsent]);
         } else if result_refusal && !rules.as_slice().contains(&IdRule::Echo) {
             let mut with_echo = rules.as_slice().to_vec();
@@ -203,11 +254,15 @@ impl Judge<'_> {
         let obs = self.obs;
         for r in self.resp.clone() {
             let id = r.get("id");
-            let echoes_detectable = r.get("error").is_some()
+            let may_echo = r.get("error").is_some() || (self.fail_closed && refused);
+            let echoes_detectable = may_echo
                 && detectable.is_some_and(|d| id == Some(&d.id))
-                && !rules.as_slice().contains(&IdRule::Echo);
+                && !(rules.as_slice().contains(&IdRule::Echo) && obs.request_id.is_some());
+            let echoes_repaired = may_echo && repaired.is_some_and(|x| id == Some(x));
             repaired_echo |= echoes_detectable && detectable.is_some_and(|d| !d.json);
+            lenient_echo |= echoes_repaired;
             let ok = echoes_detectable
+                || echoes_repaired
                 || rules.as_slice().iter().any(|rule| match rule {
                     // The same number written otherwise (-0.0 as 0) is the request's id; the shape
                     // check warns of the spelling.
@@ -231,6 +286,13 @@ impl Judge<'_> {
                 self.add(Check::Id, self.level_status, message);
                 return;
             }
+        }
+        if lenient_echo {
+            self.add(
+                Check::Id,
+                Status::Warn,
+                "preferred: a parse error with a null id (the body is not JSON as sent; the refusal answers the id a reader that repairs it finds, so the gate read it so)".into(),
+            );
         }
         if repaired_echo {
             self.add(

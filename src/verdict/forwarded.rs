@@ -23,6 +23,7 @@ impl Judge<'_> {
             })
             .flatten();
         if let (Profile::Gate, Some(events)) = (ctx.profile, &self.obs.witness) {
+            let resolved = self.resolved_ambiguity(events);
             let problems = forwarding_problems(
                 self.case,
                 self.obs,
@@ -30,10 +31,60 @@ impl Judge<'_> {
                 default_forwarded,
                 events,
                 ctx,
+                resolved,
             );
-            for problem in problems {
-                self.add(Check::Forwarded, Status::Fail, problem);
+            for (status, problem) in problems {
+                self.add(Check::Forwarded, status, problem);
             }
+            if resolved {
+                self.resolved_downgrade();
+            }
+        }
+    }
+
+    /// Judged fail-closed, a body whose plain readings disagree (duplicate or case-folded
+    /// members) that the gate resolved itself: the canary did not run, and whatever reached the
+    /// witness is one message every reader reads alike. Such a gate passed on no differential
+    /// (what GATE-PARSE-02/03 guard against); refusing the body is what they prefer.
+    fn resolved_ambiguity(&self, events: &[Event]) -> bool {
+        let canary_ran = self
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Canary && f.status == Status::Fail);
+        self.fail_closed
+            && self.obs.request_ambiguous
+            && !canary_ran
+            && events.iter().all(|e| match e {
+                Event::Message { raw, raw_len, .. } => {
+                    raw.len() as u64 == *raw_len
+                        && !crate::reading::ambiguous(raw.as_bytes())
+                        && crate::reading::parse_strict(raw.as_bytes()).is_ok()
+                }
+                Event::Tool { .. } => true,
+            })
+    }
+
+    /// After a resolved ambiguity, what the answer checks found (the gate answered the call as
+    /// it read it, not with the refusal the case wants) is a warning.
+    fn resolved_downgrade(&mut self) {
+        let mut changed = false;
+        for f in &mut self.findings {
+            let answer = matches!(
+                f.check,
+                Check::Outcome | Check::HttpStatus | Check::Id | Check::ErrorCode
+            );
+            if answer && f.status == Status::Fail {
+                f.status = Status::Warn;
+                f.message = format!("preferred: {}", f.message);
+                changed = true;
+            }
+        }
+        if changed {
+            self.add(
+                Check::Forwarded,
+                Status::Warn,
+                "the gate resolved a body its readers read differently itself, and passed on only what every reader reads alike (no differential reached the witness); refusing such a body (400) is preferred".into(),
+            );
         }
     }
 
@@ -81,7 +132,8 @@ fn forwarding_problems(
     default_forwarded: Option<bool>,
     events: &[Event],
     ctx: &Context,
-) -> Vec<String> {
+    resolved: bool,
+) -> Vec<(Status, String)> {
     let mut out = Vec::new();
     type Forwarded<'a> = (&'a String, u64, &'a Vec<(String, String)>);
     let forwarded: Vec<Forwarded> = events
@@ -101,12 +153,18 @@ fn forwarding_problems(
                 .as_ref()
                 .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
             let asked = |m: &str| obs.request_method.as_deref() == Some(m);
-            // A gate's own traffic to its downstream: its handshake, the `tools/list` it sends
-            // at start-up to learn the tools, and the cancellation of the case's own request
-            // when its deadline passed (GATE-DOWN-04) — unless the client sent such a message.
+            // A gate's own traffic to its downstream: its handshake, the lists it asks for to
+            // learn the tools, resources and prompts (at start-up, or before routing a call by
+            // name), and the cancellation of the case's own request when its deadline passed
+            // (GATE-DOWN-04) — unless the client sent such a message.
             match method.as_deref() {
                 Some("initialize") | Some("notifications/initialized") => false,
-                Some("tools/list") => asked("tools/list"),
+                Some(
+                    m @ ("tools/list"
+                    | "resources/list"
+                    | "resources/templates/list"
+                    | "prompts/list"),
+                ) => asked(m),
                 Some("notifications/cancelled") => {
                     let names_case = value
                         .as_ref()
@@ -123,21 +181,37 @@ fn forwarding_problems(
         .or(default_forwarded)
         .or(expect.forwarded_json.as_ref().map(|_| true));
     match want {
-        Some(false) if !forwarded.is_empty() => {
-            out.push(format!(
-                "expected nothing to reach the witness; it received {}",
+        Some(false) if !forwarded.is_empty() && resolved => out.push((
+            Status::Warn,
+            format!(
+                "preferred: nothing reaching the witness; it received what the gate read, re-encoded: {}",
                 show_bytes(forwarded[0].0.as_bytes(), 160)
+            ),
+        )),
+        Some(false) if !forwarded.is_empty() => {
+            out.push((
+                Status::Fail,
+                format!(
+                    "expected nothing to reach the witness; it received {}",
+                    show_bytes(forwarded[0].0.as_bytes(), 160)
+                ),
             ));
             return out;
         }
         Some(true) if forwarded.is_empty() => {
-            out.push("expected the message to reach the witness; nothing arrived".into());
+            out.push((
+                Status::Fail,
+                "expected the message to reach the witness; nothing arrived".into(),
+            ));
             return out;
         }
         Some(true) if forwarded.len() > 1 => {
-            out.push(format!(
-                "one client message reached the witness {} times",
-                forwarded.len()
+            out.push((
+                Status::Fail,
+                format!(
+                    "one client message reached the witness {} times",
+                    forwarded.len()
+                ),
             ));
         }
         _ => {}
@@ -146,7 +220,10 @@ fn forwarding_problems(
         // Secrets never travel downstream, in headers or in the body.
         for s in ctx.secrets.iter().filter(|s| s.len() >= 4) {
             if raw.contains(s.as_str()) || headers.iter().any(|(_, v)| v.contains(s.as_str())) {
-                out.push("a credential the client sent reached the witness".into());
+                out.push((
+                    Status::Fail,
+                    "a credential the client sent reached the witness".into(),
+                ));
             }
         }
         if raw.len() as u64 != *raw_len {
@@ -155,9 +232,12 @@ fn forwarding_problems(
         match serde_json::from_str::<Value>(raw) {
             Ok(v) => {
                 if v.to_string().as_str() != raw.as_str() {
-                    out.push(format!(
-                        "the forwarded bytes are not compact canonical JSON: {}",
-                        show_bytes(raw.as_bytes(), 160)
+                    out.push((
+                        Status::Fail,
+                        format!(
+                            "the forwarded bytes are not compact canonical JSON: {}",
+                            show_bytes(raw.as_bytes(), 160)
+                        ),
                     ));
                 }
                 if let Some(expected) = &expect.forwarded_json {
@@ -196,13 +276,19 @@ fn forwarding_problems(
                         }
                     }
                     if v != expected {
-                        out.push(format!("the witness received {v}, not {expected}"));
+                        out.push((
+                            Status::Fail,
+                            format!("the witness received {v}, not {expected}"),
+                        ));
                     }
                 }
             }
-            Err(_) => out.push(format!(
-                "the witness received bytes that are not JSON: {}",
-                show_bytes(raw.as_bytes(), 160)
+            Err(_) => out.push((
+                Status::Fail,
+                format!(
+                    "the witness received bytes that are not JSON: {}",
+                    show_bytes(raw.as_bytes(), 160)
+                ),
             )),
         }
     }

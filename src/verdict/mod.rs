@@ -760,6 +760,118 @@ mod tests {
         assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
     }
 
+    fn witnessed(raws: &[&str]) -> Option<Vec<crate::record::Event>> {
+        Some(
+            raws.iter()
+                .enumerate()
+                .map(|(i, raw)| crate::record::Event::Message {
+                    seq: i as u64 + 1,
+                    transport: "http".into(),
+                    raw: (*raw).into(),
+                    raw_len: raw.len() as u64,
+                    headers: Vec::new(),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_gate_that_resolves_an_ambiguous_body_itself_and_passes_on_no_differential_is_warned() {
+        // A gate reads duplicated names last-wins, sees echo, and forwards echo re-encoded.
+        let c = case(GATE_REFUSAL);
+        let echo = r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
+        let resolved = |forwarded: &str| {
+            let mut obs = answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}]}}),
+                ],
+            );
+            obs.request_ambiguous = true;
+            obs.witness = witnessed(&[forwarded]);
+            obs
+        };
+        let v = judge(&c, &resolved(echo), &gate_ctx(false, DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        // The same answer from the reference gate, whose rule is to refuse, fails.
+        let v = judge(&c, &resolved(echo), &gate_ctx(true, DenyStyle::Error));
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        // Forwarding the ambiguity itself (the duplicate names as sent) fails.
+        let dup = r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"delete_everything","name":"echo","arguments":{}}}"#;
+        let v = judge(&c, &resolved(dup), &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"forwarded"), "{v:?}");
+        // So does a body every reader reads alike: nothing was ambiguous to resolve.
+        let mut plain = resolved(echo);
+        plain.request_ambiguous = false;
+        let v = judge(&c, &plain, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+        // And the denied tool running behind it fails whatever was forwarded.
+        let mut ran = resolved(echo);
+        if let Some(events) = ran.witness.as_mut() {
+            events.push(crate::record::Event::Tool {
+                seq: 2,
+                tool: "delete_everything".into(),
+                canary: true,
+            });
+        }
+        let v = judge(&c, &ran, &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    #[test]
+    fn a_fail_closed_refusal_may_answer_the_id_its_gate_read_in_a_body_that_is_not_json() {
+        // UTF-16, NaN or Infinity: the runner reads no id, a repairing reader finds 1.
+        let c = case(GATE_REFUSAL);
+        let refusal = |id: Value| {
+            let mut obs = answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [], "isError": true}}),
+                ],
+            );
+            obs.request_id = None;
+            obs.request_readable = false;
+            obs.repaired_id = Some(json!(1));
+            obs.witness = Some(Vec::new());
+            obs
+        };
+        let v = judge(&c, &refusal(json!(1)), &gate_ctx(false, DenyStyle::Result));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert_eq!(checks(&v, Status::Warn), ["id"]);
+        let v = judge(&c, &refusal(json!(9)), &gate_ctx(false, DenyStyle::Result));
+        assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
+        // Held to the table, a body that is not JSON is a parse error with a null id.
+        let v = judge(&c, &refusal(json!(1)), &gate_ctx(true, DenyStyle::Result));
+        assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
+    }
+
+    #[test]
+    fn an_empty_result_to_a_denied_read_serves_nothing_and_is_a_refusal_in_all_but_form() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["GATE-DENY-01"], "profiles": ["gate"],
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                "params": {"uri": "test://secret/key"}}}},
+            "expect": {"outcome": "reject", "error_code": "{{code_denied}}", "id": "echo"}}"#,
+        );
+        let read = |contents: Value| {
+            let mut obs = answered(
+                200,
+                vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"contents": contents}})],
+            );
+            obs.request_method = Some("resources/read".into());
+            // The gate asked its downstream for the list, to route the URI: its own traffic.
+            obs.witness = witnessed(&[r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#]);
+            obs
+        };
+        let v = judge(&c, &read(json!([])), &gate_ctx(false, DenyStyle::Error));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        let served = json!([{"uri": "test://secret/key", "text": "s3cret"}]);
+        let v = judge(&c, &read(served), &gate_ctx(false, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+        let v = judge(&c, &read(json!([])), &gate_ctx(true, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
+    }
+
     #[test]
     fn an_is_error_refusal_carries_the_request_id_even_where_errors_carry_none() {
         let c = case(GATE_REFUSAL);

@@ -223,52 +223,10 @@ pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
 pub fn parse_answer_json(bytes: &[u8]) -> Option<Value> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(v) => Some(v),
-        Err(_) => serde_json::from_slice(&replace_lone_surrogate_escapes(bytes)?).ok(),
-    }
-}
-
-/// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
-/// `\uFFFD`; `None` when there is none.
-fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
-    let hex = |b: &[u8]| -> Option<u16> {
-        let s = std::str::from_utf8(b).ok()?;
-        u16::from_str_radix(s, 16).ok()
-    };
-    let escape_at = |i: usize| -> Option<u16> {
-        (bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u'))
-            .then(|| hex(bytes.get(i + 2..i + 6)?))
-            .flatten()
-    };
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut changed = false;
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            if let Some(u) = escape_at(i) {
-                let pair = (0xD800..0xDC00).contains(&u)
-                    && escape_at(i + 6).is_some_and(|l| (0xDC00..0xE000).contains(&l));
-                if pair {
-                    out.extend_from_slice(&bytes[i..i + 12]);
-                    i += 12;
-                } else if (0xD800..0xE000).contains(&u) {
-                    out.extend_from_slice(b"\\uFFFD");
-                    changed = true;
-                    i += 6;
-                } else {
-                    out.extend_from_slice(&bytes[i..i + 6]);
-                    i += 6;
-                }
-                continue;
-            }
-            // Any other escape: copy it whole, so `\\u…` is not taken for a `\u` escape.
-            out.extend_from_slice(&bytes[i..(i + 2).min(bytes.len())]);
-            i += 2;
-            continue;
+        Err(_) => {
+            serde_json::from_slice(&crate::reading::replace_lone_surrogate_escapes(bytes)?).ok()
         }
-        out.push(bytes[i]);
-        i += 1;
     }
-    changed.then_some(out)
 }
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
@@ -279,6 +237,8 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
     obs.request_extent = Some(super::Extent::of(&bytes));
     obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
     obs.detectable_id = crate::reading::detectable_id(&bytes);
+    obs.repaired_id = crate::reading::repaired_id(&bytes);
+    obs.request_ambiguous = crate::reading::ambiguous(&bytes);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
