@@ -430,12 +430,15 @@ impl OneTrial {
             // Only trials on the same target could have ended it, and none when its cases run
             // one at a time (the others in flight are waiting for it).
             let target = Arc::as_ptr(&lane.serial) as usize;
-            let others: Vec<String> = crate::sync::lock(&self.shared.in_flight)
-                .iter()
-                .filter(|t| t.ordinal != self.ordinal && t.target == target)
-                .filter(|_| lane.witness.is_none())
-                .map(|t| t.name.clone())
-                .collect();
+            let others: Vec<String> = if lane.witness.is_some() {
+                Vec::new()
+            } else {
+                crate::sync::lock(&self.shared.in_flight)
+                    .iter()
+                    .filter(|t| t.ordinal != self.ordinal && t.target == target)
+                    .map(|t| t.name.clone())
+                    .collect()
+            };
             let note = self.shared.restarts.mark_dead(
                 lane,
                 &self.case.id,

@@ -237,7 +237,12 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
     obs.request_extent = Some(super::Extent::of(&bytes));
     obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
     obs.detectable_id = crate::reading::detectable_id(&bytes);
-    obs.repaired_id = crate::reading::repaired_id(&bytes);
+    // Only where no plain reading detects one (the lenient reading reads it too).
+    obs.repaired_id = obs
+        .detectable_id
+        .is_none()
+        .then(|| crate::reading::repaired_id(&bytes))
+        .flatten();
     obs.request_ambiguous = crate::reading::ambiguous(&bytes);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
