@@ -205,6 +205,21 @@ impl AuthInputs {
         }
     }
 
+    /// A good token whose subject is `sub`, when the runner may mint (`None` without an
+    /// issuer: the caller then presents `sub` itself as an opaque token).
+    pub fn token_for_subject(&self, sub: &str) -> Result<Option<String>, AuthInputError> {
+        match &self.issuer {
+            Some((issuer, aud)) => {
+                let claims = Claims {
+                    sub: sub.to_string(),
+                    ..issuer.claims(aud, &self.scopes)
+                };
+                issuer.mint(&claims).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Every token placeholder the inputs can fill, with its value.
     pub fn tokens(&self) -> Result<Vec<(&'static str, String)>, AuthInputError> {
         let mut out = Vec::new();

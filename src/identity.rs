@@ -1,8 +1,9 @@
 //! Who the caller is, for gates that decide per principal (`--identity`, `--principal`,
-//! `--granted-principal`): where a gate reads the caller's identity (a header, or a member of a
-//! tool call's arguments), the principal the run acts as, and what each `identity/` case
-//! presents instead (an unknown principal, none, spellings of a principal the gate grants the
-//! denied tool, or that principal in a second place).
+//! `--granted-principal`): where a gate reads the caller's identity (a header, a query
+//! parameter, a bearer token (the token itself, or the subject of one the runner mints), or a
+//! member of a tool call's arguments), the principal the run acts as, and what each
+//! `identity/` case presents instead (an unknown principal, none, spellings of a principal the
+//! gate grants the denied tool, or that principal in a second place).
 //!
 //! A leaf beside the case model: it knows case files and JSON values, nothing of transports.
 
@@ -13,10 +14,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IdentityError {
-    #[error("`{0}`: an identity place is header:NAME or argument:NAME")]
+    #[error("`{0}`: an identity place is header:NAME, query:NAME, bearer or argument:NAME")]
     Place(String),
     #[error("--identity needs --principal (the caller the run acts as)")]
     NoPrincipal,
+    #[error("--identity names the same place twice")]
+    Repeated,
 }
 
 /// Where a gate reads who the caller is.
@@ -24,6 +27,12 @@ pub enum IdentityError {
 pub enum Place {
     /// An HTTP request header (every request of the run carries it).
     Header(String),
+    /// A parameter of the request target's query (every HTTP request carries it).
+    Query(String),
+    /// The bearer token (`Authorization: Bearer`, every HTTP request carries it): the token is
+    /// the principal's own (an opaque token that names the caller), or, when the runner may
+    /// mint tokens (`--auth-issuer-key`), one it mints whose subject (`sub`) is the principal.
+    Bearer,
     /// A member of every tool call's arguments (a meta-tool's own arguments, when there is one).
     Argument(String),
 }
@@ -35,7 +44,11 @@ impl std::str::FromStr for Place {
             Some(("header", n)) if !n.is_empty() && n.bytes().all(is_token_byte) => {
                 Ok(Place::Header(n.to_ascii_lowercase()))
             }
+            Some(("query", n)) if !n.is_empty() && n.bytes().all(is_query_name_byte) => {
+                Ok(Place::Query(n.to_string()))
+            }
             Some(("argument", n)) if !n.is_empty() => Ok(Place::Argument(n.to_string())),
+            None if s == "bearer" => Ok(Place::Bearer),
             _ => Err(IdentityError::Place(s.to_string())),
         }
     }
@@ -43,6 +56,24 @@ impl std::str::FromStr for Place {
 
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-_.!#$%&'*+^`|~".contains(&b)
+}
+
+/// A query parameter name written as it is (nothing that would need percent-encoding).
+fn is_query_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_.~".contains(&b)
+}
+
+/// `s` percent-encoded for a query value (RFC 3986 unreserved bytes kept).
+fn query_value(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// How the run tells the gate who calls.
@@ -53,6 +84,9 @@ pub struct Identity {
     places: Vec<Place>,
     principal: String,
     granted: Option<String>,
+    /// For a bearer place with a token issuer: the token minted for each principal a request
+    /// can present (by the principal's spelling), filled by [`Identity::mint_bearer_tokens`].
+    minted: std::collections::BTreeMap<String, String>,
 }
 
 /// The principal no gate knows, for `caller: unknown`.
@@ -68,11 +102,76 @@ impl Identity {
             return Ok(None);
         }
         let principal = principal.ok_or(IdentityError::NoPrincipal)?;
+        for (i, p) in places.iter().enumerate() {
+            if places[..i].contains(p) {
+                return Err(IdentityError::Repeated);
+            }
+        }
         Ok(Some(Identity {
             places,
             principal,
             granted,
+            minted: std::collections::BTreeMap::new(),
         }))
+    }
+
+    /// Where the caller is said and as whom, in words.
+    pub fn describe(&self) -> String {
+        let places: Vec<String> = self
+            .places
+            .iter()
+            .map(|p| match p {
+                Place::Header(n) => format!("header {n}"),
+                Place::Query(n) => format!("query parameter {n}"),
+                Place::Bearer if self.minted.is_empty() => "bearer token".to_string(),
+                Place::Bearer => "bearer token subject".to_string(),
+                Place::Argument(n) => format!("argument {n}"),
+            })
+            .collect();
+        let mut out = format!("caller `{}` in the {}", self.principal, places[0]);
+        if places.len() > 1 {
+            out.push_str(&format!(" (also read: {})", places[1..].join(", ")));
+        }
+        if let Some(g) = &self.granted {
+            out.push_str(&format!(", `{g}` granted the denied tool"));
+        }
+        out
+    }
+
+    /// Whether the gate reads the caller from the bearer token.
+    pub fn uses_bearer(&self) -> bool {
+        self.places.contains(&Place::Bearer)
+    }
+
+    /// With a bearer place, mint (with `mint`, a token issuer) a token for every principal a
+    /// request can present, whose subject is that principal: the gate then reads the caller
+    /// from the token's `sub`, as an OAuth-protected gate does.
+    pub fn mint_bearer_tokens<E>(
+        &mut self,
+        mint: impl Fn(&str) -> Result<String, E>,
+    ) -> Result<(), E> {
+        if !self.uses_bearer() {
+            return Ok(());
+        }
+        let callers = [
+            None,
+            Some(Caller::Unknown),
+            Some(Caller::GrantedOtherCase),
+            Some(Caller::GrantedPadded),
+            Some(Caller::GrantedFullwidth),
+            Some(Caller::GrantedInASecondPlace),
+        ];
+        let mut minted = std::collections::BTreeMap::new();
+        for caller in callers {
+            for (_, value) in self.presented(caller) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = minted.entry(value) {
+                    let token = mint(slot.key())?;
+                    slot.insert(token);
+                }
+            }
+        }
+        self.minted = minted;
+        Ok(())
     }
 
     /// What a request presents at each place: the run's principal at the first, unless the
@@ -94,11 +193,12 @@ impl Identity {
         }
     }
 
-    /// The header names among the places.
+    /// The header names among the places (`authorization` for a bearer place).
     pub fn header_names(&self) -> impl Iterator<Item = &str> {
         self.places.iter().filter_map(|p| match p {
             Place::Header(n) => Some(n.as_str()),
-            Place::Argument(_) => None,
+            Place::Bearer => Some("authorization"),
+            Place::Query(_) | Place::Argument(_) => None,
         })
     }
 
@@ -108,7 +208,7 @@ impl Identity {
             .iter()
             .filter_map(|p| match p {
                 Place::Argument(n) => Some(n.clone()),
-                Place::Header(_) => None,
+                Place::Header(_) | Place::Query(_) | Place::Bearer => None,
             })
             .collect()
     }
@@ -119,9 +219,28 @@ impl Identity {
             .into_iter()
             .filter_map(|(p, v)| match p {
                 Place::Header(n) => Some((n.clone(), v)),
-                Place::Argument(_) => None,
+                Place::Bearer => {
+                    let token = self.minted.get(&v).cloned().unwrap_or(v);
+                    Some(("authorization".to_string(), format!("Bearer {token}")))
+                }
+                Place::Query(_) | Place::Argument(_) => None,
             })
             .collect()
+    }
+
+    /// The request target `path` (which may hold a query already) with `caller`'s identity
+    /// query parameters added.
+    pub fn path(&self, path: &str, caller: Option<Caller>) -> String {
+        let mut out = path.to_string();
+        for (p, v) in self.presented(caller) {
+            if let Place::Query(n) = p {
+                out.push(if out.contains('?') { '&' } else { '?' });
+                out.push_str(n);
+                out.push('=');
+                out.push_str(&query_value(&v));
+            }
+        }
+        out
     }
 
     /// Put `caller`'s identity arguments into every `tools/call` of `message` (one message or
@@ -132,7 +251,7 @@ impl Identity {
             .into_iter()
             .filter_map(|(p, v)| match p {
                 Place::Argument(n) => Some((n.clone(), v)),
-                Place::Header(_) => None,
+                Place::Header(_) | Place::Query(_) | Place::Bearer => None,
             })
             .collect();
         if presented.is_empty() {
@@ -245,6 +364,66 @@ mod tests {
         assert_eq!(
             Identity::new(vec![Place::Argument("a".into())], None, None),
             Err(IdentityError::NoPrincipal)
+        );
+    }
+
+    #[test]
+    fn query_and_bearer_places_carry_each_callers_principal() {
+        let i = id(&["query:agent", "bearer"]);
+        assert_eq!(i.path("/mcp", None), "/mcp?agent=alice");
+        assert_eq!(i.path("/mcp?x=1", None), "/mcp?x=1&agent=alice");
+        assert_eq!(
+            i.path("/mcp", Some(Caller::GrantedFullwidth)),
+            "/mcp?agent=%EF%BD%82%EF%BD%8F%EF%BD%82"
+        );
+        assert_eq!(
+            i.path("/mcp", Some(Caller::GrantedPadded)),
+            "/mcp?agent=%20bob%20"
+        );
+        assert_eq!(i.path("/mcp", Some(Caller::Missing)), "/mcp");
+        // The query is first: the second place, the bearer token, carries the granted one.
+        assert_eq!(
+            i.path("/mcp", Some(Caller::GrantedInASecondPlace)),
+            "/mcp?agent=alice"
+        );
+        assert_eq!(
+            i.headers(Some(Caller::GrantedInASecondPlace)),
+            vec![("authorization".into(), "Bearer bob".into())]
+        );
+        assert!(i.headers(None).is_empty());
+        assert_eq!(i.header_names().collect::<Vec<_>>(), vec!["authorization"]);
+
+        // With an issuer, each principal's token is minted with it as subject.
+        let mut b = id(&["bearer"]);
+        b.mint_bearer_tokens(|sub| Ok::<_, ()>(format!("jwt-for-{sub}")))
+            .unwrap();
+        assert_eq!(
+            b.headers(None),
+            vec![("authorization".into(), "Bearer jwt-for-alice".into())]
+        );
+        assert_eq!(
+            b.headers(Some(Caller::Unknown)),
+            vec![(
+                "authorization".into(),
+                format!("Bearer jwt-for-{UNKNOWN_PRINCIPAL}")
+            )]
+        );
+        assert_eq!(
+            b.headers(Some(Caller::GrantedOtherCase)),
+            vec![("authorization".into(), "Bearer jwt-for-BOB".into())]
+        );
+        assert!(b.headers(Some(Caller::Missing)).is_empty());
+
+        assert_eq!("bearer".parse::<Place>(), Ok(Place::Bearer));
+        assert!("query:a b".parse::<Place>().is_err());
+        assert!("bearer:x".parse::<Place>().is_err());
+        assert_eq!(
+            Identity::new(
+                vec![Place::Bearer, Place::Bearer],
+                Some("alice".into()),
+                None
+            ),
+            Err(IdentityError::Repeated)
         );
     }
 }

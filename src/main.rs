@@ -295,10 +295,12 @@ struct RunArgs {
     /// `message`).
     #[arg(long, default_value = "text")]
     allowed_arg: String,
-    /// Where a gate that decides per principal reads who calls: `header:NAME` (every HTTP
-    /// request carries it) or `argument:NAME` (a member of every tool call's arguments). The
-    /// first is where --principal goes; give more places the gate also reads, and the
-    /// `identity/` case that puts --granted-principal there must still be refused.
+    /// Where a gate that decides per principal reads who calls: `header:NAME` or `query:NAME`
+    /// (every HTTP request carries it), `bearer` (the `Authorization: Bearer` token: the
+    /// principal's name is the token, or, with --auth-issuer-key, the subject of a token the
+    /// runner mints), or `argument:NAME` (a member of every tool call's arguments). The first
+    /// is where --principal goes; give more places the gate also reads, and the `identity/`
+    /// case that puts --granted-principal there must still be refused.
     #[arg(long, value_name = "PLACE")]
     identity: Vec<mcp_gauntlet::identity::Place>,
     /// The principal the run acts as: allowed the allowed tool, never the denied one.
@@ -314,7 +316,12 @@ struct RunArgs {
     /// The cases call tools by that name; what reaches the witness keeps the tools' own names.
     #[arg(long, value_name = "TEMPLATE")]
     tool_name: Option<String>,
-    /// `{server}` in --tool-name and --meta-arguments.
+    /// How the gate names its downstream's prompts: a template with `{prompt}` and `{server}`
+    /// (`{prompt}` alone: their own names). Default: the --tool-name template's spelling
+    /// (`{server}__{tool}` names the denied prompt `lab__leak_secrets`).
+    #[arg(long, value_name = "TEMPLATE")]
+    prompt_name: Option<String>,
+    /// `{server}` in --tool-name, --prompt-name and --meta-arguments.
     #[arg(long, value_name = "NAME", default_value = "witness")]
     tool_server: String,
     /// A gate that exposes its tools through one meta-tool: every tool call of the cases
@@ -668,13 +675,18 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn run_command(args: RunArgs) -> anyhow::Result<u8> {
-    let inputs = args.auth.inputs()?;
-    let auth_tokens = inputs.tokens()?;
-    let (target, profile) = args
-        .target
-        .resolve(args.witness_log, args.profile, args.tls);
-    let identity = match mcp_gauntlet::identity::Identity::new(
+/// Who the run calls as and how it spells calls (`--identity`, `--tool-name`, ...): `None`
+/// (said on stderr) when they cannot be used.
+fn spelling(
+    args: &RunArgs,
+    inputs: &mcp_gauntlet::auth::AuthInputs,
+) -> anyhow::Result<
+    Option<(
+        Option<mcp_gauntlet::identity::Identity>,
+        mcp_gauntlet::mapping::CallMapping,
+    )>,
+> {
+    let mut identity = match mcp_gauntlet::identity::Identity::new(
         args.identity.clone(),
         args.principal.clone(),
         args.granted_principal.clone(),
@@ -682,23 +694,52 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         Ok(i) => i,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(exit::USAGE);
+            return Ok(None);
         }
     };
-    // A mapping that cannot be used is a command line not understood.
+    if let Some(id) = identity.as_mut().filter(|i| i.uses_bearer()) {
+        if inputs.token.is_some() {
+            eprintln!(
+                "error: --identity bearer sends each caller's own token; --auth-token would be a second"
+            );
+            return Ok(None);
+        }
+        // With an issuer, each principal is the subject of a token minted for it; without
+        // one, each principal's name is its (opaque) token.
+        if inputs.issuer.is_some() {
+            id.mint_bearer_tokens(|sub| {
+                inputs.token_for_subject(sub).map(Option::unwrap_or_default)
+            })?;
+        }
+    }
     let mapping = match mcp_gauntlet::mapping::CallMapping::new(
         args.tool_name.as_deref(),
         &args.tool_server,
         args.meta_tool
             .as_deref()
             .map(|t| (t, args.meta_arguments.as_str())),
-    ) {
+    )
+    .and_then(|m| m.with_prompt_name(args.prompt_name.as_deref()))
+    {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(exit::USAGE);
+            return Ok(None);
         }
     };
+    Ok(Some((identity, mapping)))
+}
+
+fn run_command(args: RunArgs) -> anyhow::Result<u8> {
+    let inputs = args.auth.inputs()?;
+    let auth_tokens = inputs.tokens()?;
+    // An identity or a mapping that cannot be used is a command line not understood.
+    let Some((identity, mapping)) = spelling(&args, &inputs)? else {
+        return Ok(exit::USAGE);
+    };
+    let (target, profile) = args
+        .target
+        .resolve(args.witness_log, args.profile, args.tls);
     let opts = RunOptions {
         target,
         profile,

@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 pub enum MappingError {
     #[error("the tool name template `{0}` must hold `{{tool}}` exactly once")]
     NameTemplate(String),
+    #[error("the prompt name template `{0}` must hold `{{prompt}}` exactly once")]
+    PromptTemplate(String),
     #[error("the meta-tool arguments template is not a JSON object")]
     NotAnObject,
     #[error("the meta-tool arguments template must have exactly one top-level member whose value is \"{{tool}}\", and exactly one whose value is \"{{arguments}}\"")]
@@ -31,6 +33,8 @@ pub struct CallMapping {
     server: String,
     /// A meta-tool every call goes through.
     meta: Option<MetaTool>,
+    /// The name the client asks for downstream prompt `{prompt}` by; `None`: its own name.
+    prompt: Option<String>,
 }
 
 /// A meta-tool (`execute_tool`) whose arguments name the tool and carry its arguments.
@@ -47,6 +51,7 @@ pub struct MetaTool {
 }
 
 const TOOL: &str = "{tool}";
+const PROMPT: &str = "{prompt}";
 const ARGUMENTS: &str = "{arguments}";
 const SERVER: &str = "{server}";
 
@@ -70,11 +75,58 @@ impl CallMapping {
             None => None,
             Some((tool, template)) => Some(MetaTool::new(tool, template, server)?),
         };
+        // A gate that namespaces its tools namespaces its prompts the same way, unless told
+        // otherwise (`with_prompt_name`).
+        let prompt = name.as_ref().map(|t| t.replacen(TOOL, PROMPT, 1));
         Ok(CallMapping {
             name,
             server: server.to_string(),
             meta,
+            prompt,
         })
+    }
+
+    /// The same mapping with prompts named by `template` (`{prompt}`, `{server}`; `{prompt}`
+    /// alone: prompts keep their own names); `None` keeps the tool name template's spelling.
+    pub fn with_prompt_name(mut self, template: Option<&str>) -> Result<CallMapping, MappingError> {
+        match template {
+            None => {}
+            Some(t) if t.matches(PROMPT).count() != 1 => {
+                return Err(MappingError::PromptTemplate(t.to_string()))
+            }
+            Some(PROMPT) => self.prompt = None,
+            Some(t) => self.prompt = Some(t.to_string()),
+        }
+        Ok(self)
+    }
+
+    /// How this mapping spells calls, in words (`None`: every name as it is).
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.name {
+            parts.push(format!("tools named `{}`", t.replace(SERVER, &self.server)));
+        }
+        if let Some(m) = &self.meta {
+            parts.push(format!(
+                "every call through the meta-tool `{}` (tool in `{}`, arguments in `{}`)",
+                m.name, m.tool_key, m.arguments_key
+            ));
+        }
+        if let Some(p) = &self.prompt {
+            parts.push(format!(
+                "prompts named `{}`",
+                p.replace(SERVER, &self.server)
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// The name the gate knows downstream prompt `prompt` by.
+    pub fn spelled_prompt(&self, prompt: &str) -> String {
+        match &self.prompt {
+            None => prompt.to_string(),
+            Some(t) => t.replace(SERVER, &self.server).replacen(PROMPT, prompt, 1),
+        }
     }
 
     /// Every tool is called by its own name.
@@ -373,6 +425,16 @@ mod tests {
     fn names_are_spelled_and_read_back() {
         let m = CallMapping::new(Some("{server}__{tool}"), "lab", None).unwrap();
         assert_eq!(m.spelled("echo"), "lab__echo");
+        assert_eq!(m.spelled_prompt("leak_secrets"), "lab__leak_secrets");
+        let own = m.clone().with_prompt_name(Some("{prompt}")).unwrap();
+        assert_eq!(own.spelled_prompt("leak_secrets"), "leak_secrets");
+        let other = m
+            .clone()
+            .with_prompt_name(Some("p-{prompt}-{server}"))
+            .unwrap();
+        assert_eq!(other.spelled_prompt("x"), "p-x-lab");
+        assert!(m.clone().with_prompt_name(Some("{tool}")).is_err());
+        assert_eq!(CallMapping::default().spelled_prompt("x"), "x");
         let call = json!({"name": "lab__delete_everything", "arguments": {}});
         assert_eq!(m.called_tool(&call).as_deref(), Some("delete_everything"));
         assert_eq!(m.called_tool(&json!({"name": "delete_everything"})), None);

@@ -196,6 +196,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         },
         spec: picked.versions.join(","),
         strict: opts.strict,
+        spelling: opts.settings.spelling(),
     };
     write_outputs(&opts, &info, &records, &shared.secrets)?;
     Ok(RunOutcome {
@@ -230,10 +231,15 @@ fn run_settings(opts: &RunOptions) -> Result<Settings, RunError> {
         .iter()
         .find(|(n, _)| *n == "token_good")
         .map(|(_, t)| t.clone());
+    // A gate that reads the caller from the bearer token gets the identity's token instead.
     let has_authorization = settings
         .extra_headers
         .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+        || settings
+            .identity
+            .as_ref()
+            .is_some_and(crate::identity::Identity::uses_bearer);
     if let (Some(token), false) = (good, has_authorization) {
         settings
             .extra_headers

@@ -120,6 +120,32 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// How the run spoke to the target where it differs from a plain MCP server's defaults
+    /// (tool names and arguments, the call mapping, the caller's identity, the refusal style),
+    /// in words for reports and the matrix; `None` when it did not.
+    pub fn spelling(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.denied_tool != crate::canary::CANARY_TOOL {
+            parts.push(format!("denied tool `{}`", self.denied_tool));
+        }
+        if self.allowed_tool != "echo" || self.allowed_arg != "text" {
+            parts.push(format!(
+                "allowed tool `{}` taking `{}`",
+                self.allowed_tool, self.allowed_arg
+            ));
+        }
+        parts.extend(self.mapping.describe());
+        parts.extend(
+            self.identity
+                .as_ref()
+                .map(crate::identity::Identity::describe),
+        );
+        if self.deny_style == DenyStyle::Result {
+            parts.push("refusals as isError tool results".to_string());
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
     /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
     /// `case_timeout` (scaled already).
     /// When a case started now must be over: its own deadline, or the run's end if sooner.

@@ -189,13 +189,17 @@ fn python3() -> bool {
 }
 
 /// The reference gate's configuration behind the fixture: the witness policy with every tool
-/// allowed (the fixture decides on tools itself).
+/// and prompt allowed (the fixture decides on them itself).
 fn allow_all_tools(dir: &Path) -> String {
     let mut cfg: serde_json::Value =
         serde_json::from_str(mcp_gauntlet::target::WITNESS_POLICY).unwrap();
     let rules = cfg["policy"]["rules"].as_array_mut().unwrap();
-    rules.retain(|r| r.get("tool").is_none());
+    rules.retain(|r| r.get("tool").is_none() && r.get("prompt").is_none());
     rules.insert(0, serde_json::json!({"effect": "allow", "tool": "*"}));
+    rules.insert(
+        0,
+        serde_json::json!({"effect": "allow", "server": "witness", "prompt": "*"}),
+    );
     cfg.as_object_mut().unwrap().remove("trace");
     let path = dir.join("allow-all-tools.json");
     std::fs::write(&path, cfg.to_string()).unwrap();
@@ -289,7 +293,8 @@ fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
 }
 
 /// A renaming gate whose policy decides on the name the client called (not the downstream
-/// tool's) lets the denied tool through under its new name: caught, the canary run.
+/// tool's) lets the denied tool through under its new name: caught, the canary run; and the
+/// denied prompt, asked for by its new name, served.
 #[test]
 fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
     if !python3() {
@@ -297,6 +302,29 @@ fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
     }
     let dir = tempfile::tempdir().unwrap();
     let gate = mapping_gate(dir.path(), "--prefix lab_ --broken policy-on-exposed-name");
+    let (code, report) = run_renamed(&gate, &["prompts/"]);
+    assert_eq!(code, 1);
+    assert!(
+        failed_ids(&report).contains("prompts/get-prompt-not-allowed"),
+        "{:?}",
+        report.results
+    );
+    // Its prompts keep their own names (`--prompt-name '{prompt}'`): the denied one is asked
+    // for as `leak_secrets`, which this gate does not expose, and refused.
+    let (_, report) = run_with_report(
+        &[
+            "--gate-stdio",
+            &gate,
+            "--tool-name",
+            "lab_{tool}",
+            "--prompt-name",
+            "{prompt}",
+            "--spec",
+            SPEC,
+        ],
+        &["--exact", "prompts/get-prompt-not-allowed"],
+    );
+    assert_eq!(failed_ids(&report), BTreeSet::new());
     let (code, report) = run_renamed(&gate, &["smuggling/"]);
     assert_eq!(code, 1);
     let ran: BTreeSet<&String> = report
@@ -523,4 +551,147 @@ fn identity_headers_carry_the_principal_and_each_cases_caller() {
             .into_iter()
             .collect()
     );
+}
+
+/// The `--gate` command of the HTTP identity fixture with `flags`.
+fn identity_http_gate(flags: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/identity_http_gate.py");
+    format!(
+        "python3 {} {{port}} {{downstream_url}} {flags} \
+         --grant alice=echo,add --grant bob=echo,delete_everything",
+        script.display()
+    )
+}
+
+/// Where an identity fixture reads the caller, the runner's extra flags, a broken mode and the
+/// cases that catch it.
+type Setup<'a> = (&'a [&'a str], &'a [&'a str], &'a str, Vec<String>);
+
+/// An HTTP gate that decides per principal, wherever it reads the caller (a header, a query
+/// parameter, the bearer token, or the subject of a token the runner mints), passes the
+/// `identity/` cases and a plain allowed call; each way of trusting the wrong caller is caught,
+/// among them an argument trusted over the header.
+#[test]
+fn an_http_gate_is_caught_wherever_it_reads_the_caller_and_trusts_the_wrong_one() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("issuer.pem");
+    let issuer = mcp_gauntlet::auth::Issuer::generate("https://issuer.test", "k1").unwrap();
+    std::fs::write(&key, issuer.private_pem()).unwrap();
+    let key = key.display().to_string();
+    let minted = [
+        "--auth-issuer-key",
+        key.as_str(),
+        "--auth-issuer",
+        "https://issuer.test",
+        "--auth-audience",
+        "http://127.0.0.1/mcp",
+    ];
+    let id = |s: &str| format!("identity/{s}-calls-the-denied-tool");
+    // (where the gate reads the caller, the runner's extra flags, what a broken mode misses)
+    let setups: [Setup; 4] = [
+        (
+            &["header:x-agent-id", "argument:agent_id"],
+            &[],
+            "trusts-second-place",
+            vec![id("granted-principal-in-a-second-place")],
+        ),
+        (
+            &["query:agent", "header:x-agent-id"],
+            &[],
+            "folds-principal",
+            vec![
+                id("granted-principal-in-the-other-case"),
+                id("granted-principal-between-spaces"),
+                id("granted-principal-in-fullwidth-letters"),
+            ],
+        ),
+        (
+            &["bearer"],
+            &[],
+            "grants-unknown",
+            // The granted principal spelled otherwise is a principal it does not know too.
+            vec![
+                id("unknown-principal"),
+                id("no-principal"),
+                id("granted-principal-in-the-other-case"),
+                id("granted-principal-between-spaces"),
+                id("granted-principal-in-fullwidth-letters"),
+            ],
+        ),
+        (
+            &["bearer", "argument:agent_id"],
+            &minted,
+            "trusts-second-place",
+            vec![id("granted-principal-in-a-second-place")],
+        ),
+    ];
+    for setup in setups {
+        identity_setup_passes_and_its_broken_mode_is_caught(setup);
+    }
+}
+
+/// One setup of the HTTP identity fixture: passes as it is, caught in its broken mode.
+fn identity_setup_passes_and_its_broken_mode_is_caught((places, extra, mode, caught): Setup) {
+    let place_flags: Vec<String> = places.iter().map(|p| format!("--identity {p}")).collect();
+    let run = |broken: &str| {
+        let gate = identity_http_gate(&format!("{} {broken}", place_flags.join(" ")));
+        let mut args = vec!["--gate", gate.as_str(), "--spec", SPEC];
+        for p in places {
+            args.extend(["--identity", p]);
+        }
+        args.extend(["--principal", "alice", "--granted-principal", "bob"]);
+        args.extend(extra);
+        run_with_report(
+            &args,
+            &[
+                "identity/",
+                "canonical/string-id",
+                "canonical/max-safe-integer-id",
+            ],
+        )
+    };
+    let (code, report) = run("");
+    assert_eq!(not_passed(&report), BTreeSet::new(), "{places:?}");
+    assert_eq!(code, 0, "{places:?}");
+    // The report says as whom, and where, the run called.
+    let spelling = report.spelling.clone().unwrap_or_default();
+    assert!(
+        spelling.contains("caller `alice`") && spelling.contains("`bob` granted"),
+        "{spelling}"
+    );
+    let passed = |prefix: &str| {
+        report
+            .results
+            .iter()
+            .filter(|t| t.id.starts_with(prefix) && t.verdict == "pass")
+            .count()
+    };
+    // Every identity case applies with a second place; without one, all but that case.
+    assert_eq!(
+        passed("identity/"),
+        5 + usize::from(places.len() > 1),
+        "{places:?}"
+    );
+    assert_eq!(passed("canonical/"), 2, "{places:?}");
+    let (code, report) = run(&format!("--broken {mode}"));
+    assert_eq!(code, 1, "{places:?} {mode}");
+    let failed = failed_ids(&report);
+    assert_eq!(
+        failed,
+        caught.iter().cloned().collect::<BTreeSet<_>>(),
+        "{places:?} {mode}"
+    );
+    for t in report.results.iter().filter(|t| t.verdict == "fail") {
+        assert!(
+            t.findings
+                .iter()
+                .any(|f| f["check"] == "canary" && f["status"] == "fail"),
+            "{places:?} {mode}: {} {:?}",
+            t.id,
+            t.findings
+        );
+    }
 }

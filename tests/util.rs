@@ -94,6 +94,9 @@ pub struct Trial {
 #[derive(Debug, serde::Deserialize)]
 pub struct Report {
     pub format: String,
+    /// How the run spoke to the target (call mapping, identity), when not as to a plain server.
+    #[serde(default)]
+    pub spelling: Option<String>,
     pub results: Vec<Trial>,
 }
 

@@ -37,6 +37,8 @@ pub const PLACEHOLDERS: &[&str] = &[
     "auth_header",
     "allowed_arg",
     "denied_tool_escaped",
+    "denied_prompt",
+    "denied_prompt_upper",
     "meta_tool",
     "meta_tool_key",
     "meta_arguments_key",

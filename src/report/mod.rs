@@ -151,6 +151,10 @@ struct Report<'a> {
     profile: String,
     spec: &'a str,
     strict: bool,
+    /// How the run spoke to the target, where not as to a plain server (call mapping,
+    /// identity, refusal style); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spelling: Option<&'a str>,
     summary: Summary,
     results: &'a [Record],
 }
@@ -162,6 +166,8 @@ pub struct RunInfo {
     pub profile: RunProfile,
     pub spec: String,
     pub strict: bool,
+    /// [`crate::settings::Settings::spelling`] of the run.
+    pub spelling: Option<String>,
 }
 
 /// The JSON report text.
@@ -174,6 +180,7 @@ pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
         profile: info.profile.to_string(),
         spec: &info.spec,
         strict: info.strict,
+        spelling: info.spelling.as_deref(),
         summary: Summary {
             pass: count(TrialVerdict::Pass),
             warn: count(TrialVerdict::Warn),
@@ -364,6 +371,9 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
 pub struct ReportFile {
     pub format: String,
     pub target: String,
+    /// How the run spoke to the target (absent for a plain server).
+    #[serde(default)]
+    pub spelling: Option<String>,
     pub results: Vec<ReportRow>,
 }
 
@@ -436,6 +446,8 @@ pub struct Matrix {
     /// Per column: pass, fail (with stale), warn, known.
     pub summary: Vec<[usize; 4]>,
     pub rows: Vec<MatrixRow>,
+    /// Per column that was spoken to its own way: the column and how.
+    pub spellings: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -501,6 +513,10 @@ impl Matrix {
             columns: reports.iter().map(|(n, _)| n.clone()).collect(),
             summary,
             rows: index.into_values().collect(),
+            spellings: reports
+                .iter()
+                .filter_map(|(n, r)| Some((n.clone(), r.spelling.clone()?)))
+                .collect(),
         }
     }
 
@@ -530,6 +546,12 @@ impl Matrix {
                 out.push_str(&format!(" {} |", c.markdown()));
             }
             out.push('\n');
+        }
+        if !self.spellings.is_empty() {
+            out.push_str("\nSpoken to in their own way:\n\n");
+            for (column, how) in &self.spellings {
+                out.push_str(&format!("- {column}: {how}\n"));
+            }
         }
         out
     }
@@ -565,7 +587,19 @@ impl Matrix {
             }
             out.push_str("</tr>\n");
         }
-        out.push_str("</tbody></table>\n</body></html>\n");
+        out.push_str("</tbody></table>\n");
+        if !self.spellings.is_empty() {
+            out.push_str("<p>Spoken to in their own way:</p>\n<ul>\n");
+            for (column, how) in &self.spellings {
+                out.push_str(&format!(
+                    "<li>{}: {}</li>\n",
+                    html_escape(column),
+                    html_escape(how)
+                ));
+            }
+            out.push_str("</ul>\n");
+        }
+        out.push_str("</body></html>\n");
         out
     }
 }

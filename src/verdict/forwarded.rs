@@ -232,13 +232,7 @@ fn forwarding_problems(
         match serde_json::from_str::<Value>(raw) {
             Ok(v) => {
                 if v.to_string().as_str() != raw.as_str() {
-                    out.push((
-                        Status::Fail,
-                        format!(
-                            "the forwarded bytes are not compact canonical JSON: {}",
-                            show_bytes(raw.as_bytes(), 160)
-                        ),
-                    ));
+                    out.push(not_canonical(case, ctx, raw));
                 }
                 if let Some(expected) = &expect.forwarded_json {
                     let mut expected = ctx.placeholders.apply_json_value(expected);
@@ -293,6 +287,48 @@ fn forwarding_problems(
         }
     }
     out
+}
+
+/// The finding for forwarded bytes that are JSON but not compact canonical JSON. Canonical bytes
+/// only (GATE-FWD-01) is the reference gate's design, and a gate with a known table or
+/// `--strict` is held to it; any other gate that re-encodes what it read (with spaces, its own
+/// member order or escapes) forwards one reading, not the client's bytes: preferred, not
+/// failed. The client's own text forwarded as it came is raw forwarding, and bytes no re-encoder
+/// writes (duplicate or case-folded names, lone surrogates) pass on a differential: both fail on
+/// every gate.
+fn not_canonical(case: &Case, ctx: &Context, raw: &str) -> (Status, String) {
+    let shown = show_bytes(raw.as_bytes(), 160);
+    let sent_text = match &case.spec.request.body {
+        Some(crate::case::BodySpec::Text(t)) => Some(ctx.placeholders.apply(t)),
+        _ => None,
+    };
+    let as_sent = sent_text.is_some_and(|t| t.trim_end_matches(['\r', '\n']) == raw);
+    // What a re-encoder writes: one strict reading, no names that readers resolve apart.
+    let re_encoded = !as_sent
+        && crate::reading::parse_strict(raw.as_bytes()).is_ok()
+        && !crate::reading::ambiguous(raw.as_bytes());
+    let judged_exactly = ctx.profile != Profile::Gate || ctx.narrows();
+    if judged_exactly {
+        (
+            Status::Fail,
+            format!("the forwarded bytes are not compact canonical JSON: {shown}"),
+        )
+    } else if as_sent {
+        (
+            Status::Fail,
+            format!("the client's bytes were forwarded as they came, not re-encoded: {shown}"),
+        )
+    } else if !re_encoded {
+        (
+            Status::Fail,
+            format!("the forwarded bytes are not one strict reading of JSON: {shown}"),
+        )
+    } else {
+        (
+            Status::Warn,
+            format!("preferred: compact canonical JSON forwarded (GATE-FWD-01); the gate re-encoded what it read as {shown}"),
+        )
+    }
 }
 
 /// Removes the protocol's own keys (`io.modelcontextprotocol/…`) from `params._meta`, and the

@@ -819,6 +819,44 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_that_re_encodes_with_its_own_spacing_is_warned_and_raw_forwarding_fails() {
+        let text = r#"{"title": "t", "requirements": ["GATE-FWD-01"], "profiles": ["gate"],
+            "request": {"body": {"text": "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/call\", \"params\": {\"name\": \"echo\", \"arguments\": {}}}"}},
+            "expect": {"outcome": "accept", "forwarded": true}}"#;
+        let c = case(text);
+        let seen = |forwarded: &str| {
+            let mut obs = answered(
+                200,
+                vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
+            );
+            obs.witness = witnessed(&[forwarded]);
+            obs
+        };
+        let forwarded = |v: &Verdict| -> Vec<Status> {
+            v.findings
+                .iter()
+                .filter(|f| f.check == Check::Forwarded)
+                .map(|f| f.status)
+                .collect()
+        };
+        // Python's json.dumps: its own spacing and member order, one strict reading.
+        let spaced = r#"{"id": 1, "jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo", "arguments": {}}}"#;
+        let v = judge(&c, &seen(spaced), &gate_ctx(false, DenyStyle::Error));
+        assert_eq!(forwarded(&v), [Status::Warn], "{v:?}");
+        // The reference gate, and --strict, keep canonical bytes a must.
+        let v = judge(&c, &seen(spaced), &gate_ctx(true, DenyStyle::Error));
+        assert_eq!(forwarded(&v), [Status::Fail], "{v:?}");
+        // The client's own bytes, as they came, are raw forwarding.
+        let sent = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}"#;
+        let v = judge(&c, &seen(sent), &gate_ctx(false, DenyStyle::Error));
+        assert_eq!(forwarded(&v), [Status::Fail], "{v:?}");
+        // Bytes no re-encoder writes pass a differential on.
+        let folded = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "NAME": "x", "arguments": {}}}"#;
+        let v = judge(&c, &seen(folded), &gate_ctx(false, DenyStyle::Error));
+        assert!(forwarded(&v).contains(&Status::Fail), "{v:?}");
+    }
+
+    #[test]
     fn a_fail_closed_refusal_may_answer_the_id_its_gate_read_in_a_body_that_is_not_json() {
         // UTF-16, NaN or Infinity: the runner reads no id, a repairing reader finds 1.
         let c = case(GATE_REFUSAL);

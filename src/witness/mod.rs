@@ -839,7 +839,7 @@ fn capabilities() -> Value {
 /// canary, and its text is the canary's.
 pub const SECRET_RESOURCE: &str = "test://secret/key";
 /// The prompt the policy does not allow: getting it is the canary.
-pub const SECRET_PROMPT: &str = "leak_secrets";
+pub const SECRET_PROMPT: &str = crate::canary::DENIED_PROMPT;
 
 /// Resources: URI, name, text.
 pub const RESOURCES: &[(&str, &str, &str)] = &[

@@ -62,6 +62,8 @@ impl Endpoint {
 struct Handshake {
     session: Option<String>,
     version: String,
+    /// The `serverInfo` name of the `initialize` answer.
+    server: Option<String>,
 }
 
 /// The tool-name placeholders for a denied and an allowed tool spelled `denied` and `allowed`.
@@ -93,6 +95,7 @@ fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
 pub fn base_placeholders(settings: &Settings) -> Placeholders {
     let mut p = Placeholders::default();
     set_tool_names(&mut p, &settings.denied_tool, &settings.allowed_tool);
+    set_prompt_names(&mut p, crate::canary::DENIED_PROMPT);
     if let Some(meta) = settings.mapping.meta() {
         p.set("meta_tool", meta.name())
             .set("meta_tool_key", meta.tool_key())
@@ -145,7 +148,15 @@ pub fn client_placeholders(settings: &Settings) -> Placeholders {
         &m.spelled(&settings.denied_tool),
         &m.spelled(&settings.allowed_tool),
     );
+    set_prompt_names(&mut p, &m.spelled_prompt(crate::canary::DENIED_PROMPT));
     p
+}
+
+/// The prompt-name placeholders for the denied prompt spelled `denied`: as it is, and in
+/// capitals (what a case-insensitive reader takes for it).
+fn set_prompt_names(p: &mut Placeholders, denied: &str) {
+    p.set("denied_prompt", denied)
+        .set("denied_prompt_upper", denied.to_uppercase());
 }
 
 /// Run `case` against `endpoint`. `witness` is where the runner reads what reached the witness

@@ -41,13 +41,32 @@ pub(super) fn standard_headers(
     h
 }
 
-pub(super) fn post_json(url: &HttpUrl, headers: Vec<(String, String)>, body: &Value) -> Wire {
+/// The request target of a request as `caller` (the run's principal when `None`): the
+/// endpoint's path with the identity query parameters (`--identity query:NAME`).
+pub(super) fn request_path(
+    url: &HttpUrl,
+    settings: &Settings,
+    caller: Option<crate::case::Caller>,
+) -> String {
+    match &settings.identity {
+        Some(identity) => identity.path(&url.path, caller),
+        None => url.path.clone(),
+    }
+}
+
+/// A runner-made POST of `body` (as the run's principal).
+pub(super) fn post_json(
+    url: &HttpUrl,
+    settings: &Settings,
+    headers: Vec<(String, String)>,
+    body: &Value,
+) -> Wire {
     let bytes = body.to_string().into_bytes();
     let mut headers = headers;
     headers.push(("content-length".into(), bytes.len().to_string()));
     Wire::Request {
         method: "POST".into(),
-        path: url.path.clone(),
+        path: request_path(url, settings, None),
         headers,
         body: Body::from_bytes(bytes),
         chunked: false,
@@ -90,7 +109,12 @@ pub(super) async fn http_handshake(
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
     let resp = http::exchange(
         url,
-        post_json(url, standard_headers(url, settings, None, None), &init),
+        post_json(
+            url,
+            settings,
+            standard_headers(url, settings, None, None),
+            &init,
+        ),
         Caps::default(),
         deadline,
         false,
@@ -115,12 +139,18 @@ pub(super) async fn http_handshake(
             .and_then(Value::as_str)
             .unwrap_or(&settings.spec_version)
             .to_string(),
+        server: super::probe::server_name(result),
     };
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     // Its answer does not matter to the handshake; a failure shows in the case itself.
     let _ = http::exchange(
         url,
-        post_json(url, standard_headers(url, settings, Some(&hs), None), &note),
+        post_json(
+            url,
+            settings,
+            standard_headers(url, settings, Some(&hs), None),
+            &note,
+        ),
         Caps::default(),
         deadline,
         false,
@@ -150,6 +180,7 @@ pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Opt
         url,
         post_json(
             url,
+            settings,
             standard_headers(url, settings, hs.as_ref(), Some(&ping)),
             &ping,
         ),
@@ -199,7 +230,7 @@ pub(super) async fn run_http(
     };
     let mut ph = client_placeholders(settings);
     ph.set("host", url.authority())
-        .set("path", url.path.clone());
+        .set("path", request_path(url, settings, spec.caller));
     if let Some(hs) = &hs {
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());
@@ -321,10 +352,10 @@ impl Sent<'_> {
             .map(|(_, v)| v.clone());
         Wire::Request {
             method: method.to_string(),
-            path: req
-                .path
-                .as_ref()
-                .map_or_else(|| self.url.path.clone(), |p| ph.apply(p)),
+            path: req.path.as_ref().map_or_else(
+                || request_path(self.url, self.settings, self.caller),
+                |p| ph.apply(p),
+            ),
             headers,
             body,
             chunked: req.chunked,

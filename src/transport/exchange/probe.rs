@@ -23,6 +23,10 @@ pub struct Probe {
     /// in [`PROBE_TRIES`] tries: whether the target offers them could not be told. They are
     /// not tested, and the summary says so.
     pub unclear: Vec<String>,
+    /// The `serverInfo` names `initialize` was answered with.
+    pub initialized_by: Vec<String>,
+    /// The server name a `server/discover` answer gave (its `_meta` serverInfo).
+    pub discovered_by: Option<String>,
 }
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
@@ -74,7 +78,25 @@ impl Probe {
         for (asked, got) in &self.countered {
             line.push_str(&format!("; initialize {asked} was answered with {got}"));
         }
+        if let Some(relayed) = self.relayed_discover() {
+            line.push_str(&format!(
+                "; note: server/discover was answered by `{relayed}` but initialize by `{}`: \
+                 the modern versions may be offered only because a proxy relays server/discover \
+                 to the server behind it (their lanes judge how the proxy handles what it relays)",
+                self.initialized_by.join("`, `")
+            ));
+        }
         line
+    }
+
+    /// The server that answered `server/discover`, when modern versions were found that way
+    /// and `initialize` was answered by other servers only: a proxy that speaks the legacy
+    /// versions itself and relays the methods it does not know.
+    pub fn relayed_discover(&self) -> Option<&str> {
+        let by = self.discovered_by.as_deref()?;
+        let modern = self.accepted.iter().any(|v| versions::is_modern(v));
+        (modern && !self.initialized_by.is_empty() && !self.initialized_by.iter().any(|n| n == by))
+            .then_some(by)
     }
 }
 
@@ -99,13 +121,17 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
             }
         }
         match answer {
-            Heard::Agreed(a, session) if a == *v => {
+            Heard::Agreed(a, session, server) if a == *v => {
+                out.initialized_by.extend(server);
                 out.accepted.push(a);
                 if session == Some(false) {
                     out.stateless.push(v.to_string());
                 }
             }
-            Heard::Agreed(other, _) => out.countered.push((v.to_string(), other)),
+            Heard::Agreed(other, _, server) => {
+                out.initialized_by.extend(server);
+                out.countered.push((v.to_string(), other));
+            }
             Heard::Refused => {}
             Heard::Nothing => out.unclear.push(v.to_string()),
         }
@@ -121,9 +147,11 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
         }
     }
     match listed {
-        Some(listed) => out
-            .accepted
-            .extend(listed.into_iter().filter(|v| versions::is_modern(v))),
+        Some((listed, by)) => {
+            out.discovered_by = by;
+            out.accepted
+                .extend(listed.into_iter().filter(|v| versions::is_modern(v)));
+        }
         None if answered_legacy => {}
         None => out.unclear.extend(
             versions::KNOWN
@@ -134,6 +162,8 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     }
     out.accepted.sort();
     out.accepted.dedup();
+    out.initialized_by.sort();
+    out.initialized_by.dedup();
     out.unclear.sort();
     out
 }
@@ -141,8 +171,9 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
 /// What one probe heard.
 #[derive(Debug, PartialEq)]
 enum Heard {
-    /// `initialize` answered with this version (over HTTP: with a session id or not).
-    Agreed(String, Option<bool>),
+    /// `initialize` answered with this version (over HTTP: with a session id or not), by the
+    /// server its `serverInfo` names.
+    Agreed(String, Option<bool>, Option<String>),
     /// An answer that agrees to no version (an error, a refusal status).
     Refused,
     /// No answer at all: a deadline passed, the connection failed, the process never wrote.
@@ -155,7 +186,7 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
         Endpoint::Http(url) => {
             let deadline = Instant::now() + settings.probe_timeout;
             match http_handshake(url, settings, deadline).await {
-                Ok(hs) => Heard::Agreed(hs.version, Some(hs.session.is_some())),
+                Ok(hs) => Heard::Agreed(hs.version, Some(hs.session.is_some()), hs.server),
                 Err(TransportError::Handshake(_)) => Heard::Refused,
                 Err(_) => Heard::Nothing,
             }
@@ -166,17 +197,50 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
             else {
                 return Heard::Nothing;
             };
-            answer
-                .get("result")
+            let result = answer.get("result");
+            let server = result.and_then(server_name);
+            result
                 .and_then(|r| r.get("protocolVersion")?.as_str())
-                .map_or(Heard::Refused, |v| Heard::Agreed(v.to_string(), None))
+                .map_or(Heard::Refused, |v| {
+                    Heard::Agreed(v.to_string(), None, server)
+                })
         }
     }
 }
 
+/// The server a result names: `serverInfo.name` (an `initialize` result) or the `_meta`
+/// serverInfo of a 2026-07-28 result.
+pub(super) fn server_name(result: &Value) -> Option<String> {
+    result
+        .pointer("/serverInfo/name")
+        .or_else(|| {
+            result
+                .get("_meta")?
+                .get("io.modelcontextprotocol/serverInfo")?
+                .get("name")
+        })
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// The versions and the server name of a `server/discover` answer.
+fn discovered_by(messages: &[Value]) -> (Vec<String>, Option<String>) {
+    let answer = messages
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(DISCOVER_ID)));
+    let list = answer
+        .and_then(|m| discovered(m, DISCOVER_ID))
+        .unwrap_or_default();
+    let by = answer.and_then(|m| m.get("result")).and_then(server_name);
+    (list, by)
+}
+
 /// One `server/discover`, on a fresh connection or process: the versions it lists (empty when
-/// it answered without a list), or `None` when nothing answered.
-async fn discover_probe(endpoint: &Endpoint, modern: &Settings) -> Option<Vec<String>> {
+/// it answered without a list) and the server it names, or `None` when nothing answered.
+async fn discover_probe(
+    endpoint: &Endpoint,
+    modern: &Settings,
+) -> Option<(Vec<String>, Option<String>)> {
     let discover = own_request(modern, DISCOVER_ID, "server/discover");
     match endpoint {
         Endpoint::Http(url) => {
@@ -184,7 +248,7 @@ async fn discover_probe(endpoint: &Endpoint, modern: &Settings) -> Option<Vec<St
             let headers = standard_headers(url, modern, None, Some(&discover));
             let resp = http::exchange(
                 url,
-                post_json(url, headers, &discover),
+                post_json(url, modern, headers, &discover),
                 Caps::default(),
                 deadline,
                 false,
@@ -192,16 +256,12 @@ async fn discover_probe(endpoint: &Endpoint, modern: &Settings) -> Option<Vec<St
             .await
             .ok()?;
             let (msgs, _) = http_messages(&resp);
-            Some(
-                msgs.iter()
-                    .find_map(|m| discovered(m, DISCOVER_ID))
-                    .unwrap_or_default(),
-            )
+            Some(discovered_by(&msgs))
         }
         Endpoint::Stdio { command, .. } => {
             let short = modern.probe_timeout.min(Duration::from_secs(3));
             let answer = stdio_probe(command, &discover, DISCOVER_ID, short).await?;
-            Some(discovered(&answer, DISCOVER_ID).unwrap_or_default())
+            Some(discovered_by(std::slice::from_ref(&answer)))
         }
     }
 }
@@ -353,4 +413,39 @@ pub(super) fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
             .map(str::to_string)
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A proxy that speaks the legacy versions itself and relays `server/discover` to a
+    /// modern server behind it is named in the summary; a server answering both is not.
+    #[test]
+    fn a_discover_answered_by_another_server_than_initialize_is_said() {
+        let (list, by) = discovered_by(&[json!({"jsonrpc": "2.0", "id": DISCOVER_ID,
+            "result": {"supportedVersions": [versions::NEWEST], "_meta":
+                {"io.modelcontextprotocol/serverInfo": {"name": "behind", "version": "1"}}}})]);
+        assert_eq!(list, vec![versions::NEWEST.to_string()]);
+        let mut p = Probe {
+            accepted: vec![
+                versions::NEWEST_LEGACY.to_string(),
+                versions::NEWEST.to_string(),
+            ],
+            initialized_by: vec!["proxy".into()],
+            discovered_by: by,
+            ..Probe::default()
+        };
+        assert_eq!(p.relayed_discover(), Some("behind"));
+        assert!(p.summary().contains("`behind`"), "{}", p.summary());
+        p.initialized_by.push("behind".into());
+        assert_eq!(p.relayed_discover(), None);
+        p.initialized_by = vec!["proxy".into()];
+        p.accepted.pop();
+        assert_eq!(p.relayed_discover(), None);
+        assert_eq!(
+            server_name(&json!({"serverInfo": {"name": "s"}})),
+            Some("s".to_string())
+        );
+    }
 }
