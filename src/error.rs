@@ -34,6 +34,8 @@ pub enum RunError {
     BadTarget(String),
     #[error("the gate did not accept connections on 127.0.0.1:{0} within 10 s")]
     GateDidNotStart(u16),
+    #[error("{target} cannot be tested: {reason}")]
+    Untestable { target: String, reason: String },
     #[error(transparent)]
     Baseline(#[from] report::baseline::BaselineError),
     #[error("{url}: the TLS handshake failed (pass --ca FILE to trust the CA that signed its certificate, or --insecure to check none)")]
@@ -42,4 +44,16 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl RunError {
+    /// Whether the error says the target could not be tested at all (exit code
+    /// [`crate::exit::UNTESTABLE`]), not that the suite's own inputs are wrong: a gate that
+    /// never started, a URL nothing listens at, a command that cannot be found.
+    pub fn target_untestable(&self) -> bool {
+        matches!(
+            self,
+            RunError::Untestable { .. } | RunError::GateDidNotStart(_)
+        )
+    }
 }

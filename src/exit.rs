@@ -7,5 +7,12 @@ pub const SUCCESS: u8 = 0;
 pub const CASES_FAILED: u8 = 1;
 /// The command line was not understood.
 pub const USAGE: u8 = 2;
-/// The run could not start: a case file is invalid, or the target could not be started or reached.
+/// The run could not start on the suite's side: a case file, a baseline or another input is
+/// invalid, or a report cannot be written.
 pub const SETUP_FAILED: u8 = 3;
+/// The target could not be tested: it never started (a gate the runner starts), nothing
+/// accepts connections at its URL, or its command cannot be found. No trial ran.
+pub const UNTESTABLE: u8 = 4;
+/// The target died during the run and was not brought back (no `--restart-cmd`): the trials
+/// after its death were not run, so the verdict is incomplete. The reports hold what did run.
+pub const INCOMPLETE: u8 = 5;

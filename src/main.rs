@@ -253,6 +253,14 @@ struct FuzzArgs {
     /// Write each shrunk failure as a case file under DIR.
     #[arg(long)]
     save: Option<PathBuf>,
+    /// How a gate that renames tools names them (as for `run`): every generated input calls
+    /// the denied and the allowed tool by that name. A meta-tool cannot wrap the generated
+    /// bytes: fuzz such a gate through the catalogue's `smuggling/meta-tool-*` cases instead.
+    #[arg(long, value_name = "TEMPLATE")]
+    tool_name: Option<String>,
+    /// `{server}` in --tool-name.
+    #[arg(long, value_name = "NAME", default_value = "witness")]
+    tool_server: String,
     #[command(flatten)]
     exchange: ExchangeArgs,
 }
@@ -545,7 +553,14 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(exit::SETUP_FAILED)
+            let untestable = e
+                .downcast_ref::<mcp_gauntlet::error::RunError>()
+                .is_some_and(mcp_gauntlet::error::RunError::target_untestable);
+            ExitCode::from(if untestable {
+                exit::UNTESTABLE
+            } else {
+                exit::SETUP_FAILED
+            })
         }
     }
 }
@@ -643,6 +658,17 @@ fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
 
 fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::fuzz::live::{fuzz, FuzzOptions};
+    let mapping = match mcp_gauntlet::mapping::CallMapping::new(
+        args.tool_name.as_deref(),
+        &args.tool_server,
+        None,
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::USAGE);
+        }
+    };
     let (target, profile) = args
         .target
         .resolve(args.witness_log, args.profile, args.tls);
@@ -654,7 +680,10 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
         time: args.time.map(Duration::from_secs),
         max_findings: args.max_findings.max(1),
         save: args.save,
-        settings: args.exchange.settings(),
+        settings: Settings {
+            mapping,
+            ..args.exchange.settings()
+        },
         spec: args.exchange.spec,
         self_exe: None,
         progress: true,
@@ -778,9 +807,18 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         libtest_args: args.libtest,
         jobs: args.jobs.map(usize::from),
         self_exe: None,
+        // This command line up to its libtest arguments: the summary's rerun command adds
+        // the failed trials' names.
+        rerun_base: Some(
+            std::env::args()
+                .take_while(|a| a != "--")
+                .collect::<Vec<String>>(),
+        ),
     };
     let outcome = run::run(opts)?;
-    Ok(if outcome.failed {
+    Ok(if !outcome.not_run.is_empty() {
+        exit::INCOMPLETE
+    } else if outcome.failed {
         exit::CASES_FAILED
     } else {
         exit::SUCCESS

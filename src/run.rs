@@ -47,6 +47,9 @@ pub struct RunOptions {
     pub self_exe: Option<PathBuf>,
     /// HTTP targets: how to restart the target after a case killed it (`sh -c`).
     pub restart_cmd: Option<String>,
+    /// The command line that ran this, without its libtest arguments (`mcp-gauntlet run
+    /// --http URL`), for the summary's command that reruns only the failed trials.
+    pub rerun_base: Option<Vec<String>>,
 }
 
 impl Default for RunOptions {
@@ -69,6 +72,7 @@ impl Default for RunOptions {
             jobs: None,
             self_exe: None,
             restart_cmd: None,
+            rerun_base: None,
         }
     }
 }
@@ -78,6 +82,9 @@ impl Default for RunOptions {
 pub struct RunOutcome {
     pub failed: bool,
     pub records: Vec<Record>,
+    /// Trials not run because their target died and was not brought back: why (`not run: the
+    /// target stopped accepting connections after [lane] case`), and how many.
+    pub not_run: Vec<(String, usize)>,
 }
 
 /// Parse `--header 'Name: value'`.
@@ -130,6 +137,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let secrets = secrets_of(&settings);
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    // A target that never came up is not tested at all (and no rule is said broken).
+    if let Some(reason) = opened.lanes.first().and_then(target::Lane::untestable) {
+        return Err(RunError::Untestable {
+            target: opened.name.clone(),
+            reason,
+        });
+    }
     let picked = target::pick_versions(&opened, &opts.spec, &settings);
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let baseline = match &opts.baseline {
@@ -145,10 +159,45 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         strict: opts.strict,
         deadline: Instant::now() + opts.total_timeout,
         in_flight: std::sync::Mutex::new(Vec::new()),
+        not_run: std::sync::Mutex::new(std::collections::BTreeMap::new()),
     });
     let lanes = std::mem::take(&mut opened.lanes);
     let mut trials = plan(&opts, &catalogue, &settings, lanes, &shared);
 
+    let args = libtest_arguments(&opts, &settings, &mut trials);
+    let listing = args.list;
+    let conclusion = libtest_mimic::run(&args, trials);
+    shared.restarts.stop();
+    let records = shared.collector.records();
+    let not_run: Vec<(String, usize)> = crate::sync::lock(&shared.not_run)
+        .iter()
+        .map(|(why, n)| (why.clone(), *n))
+        .collect();
+    if !listing {
+        print_end(&records, &not_run, &opts, &shared);
+    }
+    let info = RunInfo {
+        target: opened.name.clone(),
+        profile: match &opts.target {
+            Target::Embedded => RunProfile::ServerAndGate,
+            Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
+            _ => RunProfile::One(opts.profile),
+        },
+        spec: picked.versions.join(","),
+        strict: opts.strict,
+        spelling: opts.settings.spelling(),
+    };
+    write_outputs(&opts, &info, &records, &shared.secrets)?;
+    Ok(RunOutcome {
+        failed: conclusion.has_failed(),
+        records,
+        not_run,
+    })
+}
+
+/// libtest's arguments from the run's: several filters (libtest takes one) applied to `trials`
+/// here, the run's `--jobs`, and one trial at a time under `--canary-log`.
+fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Trial>) -> Arguments {
     // libtest takes one filter; as `cargo test` does, the runner takes several (a trial runs
     // when any of them matches its name).
     let (libtest_args, filters) = split_filters(&opts.libtest_args);
@@ -157,12 +206,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     );
     if filters.len() > 1 {
         let exact = args.exact;
+        // As libtest matches one filter: the case id, or the name with its lane (`[http] x`).
         trials.retain(|t| {
+            let full = format!("[{}] {}", t.kind(), t.name());
             filters.iter().any(|f| {
                 if exact {
-                    t.name() == f
+                    t.name() == f || full == *f
                 } else {
-                    t.name().contains(f.as_str())
+                    full.contains(f.as_str())
                 }
             })
         });
@@ -180,29 +231,27 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         );
         args.test_threads = Some(1);
     }
-    let listing = args.list;
-    let conclusion = libtest_mimic::run(&args, trials);
-    shared.restarts.stop();
-    let records = shared.collector.records();
-    if !listing {
-        print!("{}", report::warning_summary(&records));
+    args
+}
+
+/// What a person reads after libtest's lines: the warnings, the summary (with the rerun
+/// command, secrets redacted) and the trials a dead target left not run.
+fn print_end(records: &[Record], not_run: &[(String, usize)], opts: &RunOptions, shared: &Shared) {
+    print!("{}", report::warning_summary(records));
+    // The command line may hold secrets (`--header`, `--auth-token`): redacted.
+    print!(
+        "{}",
+        report::redact(
+            &report::run_summary(records, opts.rerun_base.as_deref()),
+            &shared.secrets
+        )
+    );
+    for (why, n) in not_run {
+        println!(
+                "incomplete: {n} trial{} {why} (it was not restarted: give --restart-cmd to restart it)",
+                if *n == 1 { " was" } else { "s were" }
+            );
     }
-    let info = RunInfo {
-        target: opened.name.clone(),
-        profile: match &opts.target {
-            Target::Embedded => RunProfile::ServerAndGate,
-            Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
-            _ => RunProfile::One(opts.profile),
-        },
-        spec: picked.versions.join(","),
-        strict: opts.strict,
-        spelling: opts.settings.spelling(),
-    };
-    write_outputs(&opts, &info, &records, &shared.secrets)?;
-    Ok(RunOutcome {
-        failed: conclusion.has_failed(),
-        records,
-    })
 }
 
 /// The embedded catalogue and every `--cases` directory.
@@ -272,6 +321,8 @@ struct Shared {
     /// flight, any of them may have ended it, and the message names them.
     /// Each entry also names its target (lanes over one target share their `serial` lock).
     in_flight: std::sync::Mutex<Vec<InFlight>>,
+    /// Trials not run because their target was down, by the reason they were given.
+    not_run: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 /// A trial under way.
@@ -365,6 +416,9 @@ impl OneTrial {
         let (case, lane, shared) = (&self.case, &*self.lane, &*self.shared);
         // A target that died earlier in the run: this trial is not run, and says why.
         if let Some(why) = lane.down() {
+            *crate::sync::lock(&shared.not_run)
+                .entry(why.clone())
+                .or_default() += 1;
             self.keep(self.setup_record(Status::Warn, &why));
             return Ok(Completion::ignored_with(why));
         }

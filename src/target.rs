@@ -105,6 +105,26 @@ impl Lane {
         r
     }
 
+    /// Why the lane's target cannot be tested at all, if it cannot: nothing accepts connections
+    /// at its URL, or its command's program cannot be found. Checked once before any trial, so
+    /// a target that never came up is not reported as rules broken.
+    pub fn untestable(&self) -> Option<String> {
+        match &self.endpoint {
+            Endpoint::Http(url) if !self.reachable() => Some(format!(
+                "nothing accepts connections at {}:{} (is it running?)",
+                url.host, url.port
+            )),
+            Endpoint::Http(_) => None,
+            Endpoint::Stdio { command, .. } => {
+                match crate::transport::stdio::StdioCommand::parse(command) {
+                    Ok(c) if c.program_found() => None,
+                    Ok(c) => Some(format!("its program `{}` cannot be found", c.program)),
+                    Err(_) => Some("its command cannot be split into words".to_string()),
+                }
+            }
+        }
+    }
+
     /// Whether the lane's endpoint takes connections (stdio endpoints are started per case and
     /// always count as reachable).
     pub fn reachable(&self) -> bool {

@@ -105,6 +105,114 @@ fn failing_cases_exit_with_cases_failed() {
     assert!(report.results.iter().any(|t| t.verdict == "fail"));
 }
 
+/// A target that never came up is not tested (exit 4, no trial, no rule said broken), whether
+/// nothing listens at its URL or its command cannot be found; a gate the runner starts that
+/// never listens is the same.
+#[test]
+fn a_target_that_cannot_be_tested_has_its_own_code() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for target in [
+        vec!["--http", url.as_str()],
+        vec!["--stdio", "/nonexistent/mcp-server --flag"],
+        vec!["--stdio", "no-such-program-anywhere-on-path"],
+    ] {
+        let out = Command::new(bin())
+            .arg("run")
+            .args(&target)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(i32::from(exit::UNTESTABLE)),
+            "{target:?}: {stdout}"
+        );
+        assert!(!stdout.contains("test result"), "{target:?}: {stdout}");
+    }
+    assert!(
+        [
+            exit::SUCCESS,
+            exit::CASES_FAILED,
+            exit::USAGE,
+            exit::SETUP_FAILED,
+            exit::UNTESTABLE,
+            exit::INCOMPLETE
+        ]
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+            == 6
+    );
+}
+
+/// The end of a failing run names each failing family with its counts and the checks that
+/// failed, and prints a command that reruns exactly the failed trials.
+#[test]
+fn the_summary_names_the_failing_families_and_reruns_exactly_the_failures() {
+    let w = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = Command::new(bin())
+        .args(["run", "--http", &w.url, "--spec", "2025-11-25", "--report"])
+        .arg(&report)
+        .args(["--", "batch/", "smuggling/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(i32::from(exit::CASES_FAILED)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let failed: std::collections::BTreeSet<String> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["verdict"] == "fail")
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!failed.is_empty());
+    let summary = stdout
+        .split("\nsummary: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    let batch = failed.iter().filter(|id| id.starts_with("batch/")).count();
+    assert!(
+        summary.contains(&format!("batch {batch} failed")),
+        "{summary}"
+    );
+    assert!(summary.contains("failed checks: "), "{summary}");
+    let rerun = summary
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rerun the failed trials: "))
+        .unwrap_or_else(|| panic!("no rerun command: {summary}"));
+    let mut words = shell_words::split(rerun).unwrap();
+    // The first run's own --report is given anew.
+    let report_at = words.iter().position(|w| w == "--report").unwrap();
+    words.drain(report_at..report_at + 2);
+    let libtest = words.iter().position(|w| w == "--").unwrap();
+    let again = dir.path().join("again.json");
+    let out = Command::new(bin())
+        .args(&words[1..libtest])
+        .args(["--report"])
+        .arg(&again)
+        .args(&words[libtest..])
+        .output()
+        .unwrap();
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&again).unwrap()).unwrap();
+    let ran: std::collections::BTreeSet<String> = again["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["verdict"] != "skip")
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ran, failed, "{}", String::from_utf8_lossy(&out.stdout));
+}
+
 #[test]
 fn usage_and_setup_errors_have_their_codes() {
     let out = Command::new(bin())

@@ -288,3 +288,45 @@ fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
     assert!(ran(lane(Some("first-wins"))));
     assert!(!ran(lane(Some("last-wins"))));
 }
+
+/// Live fuzzing speaks a renaming gate's names (`--tool-name`): through a gate that decides on
+/// the name the client called, the denied tool called by its new name runs, and is found;
+/// without the mapping every input names a tool that gate does not have, and nothing is tested.
+#[test]
+fn live_fuzzing_spells_its_calls_the_way_a_renaming_gate_names_tools() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("SKIP: python3 is not installed; the mapping gate fixture needs it");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fuzz = |flags: &str, mapped: bool| {
+        let gate = crate::mapping::mapping_gate(dir.path(), flags);
+        let mut cmd = Command::new(bin());
+        cmd.args([
+            "fuzz",
+            "--gate-stdio",
+            &gate,
+            "--seed",
+            "5",
+            "--spec",
+            "2025-11-25",
+        ])
+        .args(["--iterations", "40", "--max-findings", "1"]);
+        if mapped {
+            cmd.args(["--tool-name", "lab_{tool}"]);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let broken = "--prefix lab_ --broken policy-on-exposed-name";
+    let (code, stderr) = fuzz(broken, true);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("FINDING"), "{stderr}");
+    let (code, stderr) = fuzz(broken, false);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stderr) = fuzz("--prefix lab_", true);
+    assert_eq!(code, Some(0), "{stderr}");
+}

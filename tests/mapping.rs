@@ -207,7 +207,7 @@ fn allow_all_tools(dir: &Path) -> String {
 }
 
 /// The `--gate-stdio` command of the fixture with `flags`, in front of the reference gate.
-fn mapping_gate(dir: &Path, flags: &str) -> String {
+pub(crate) fn mapping_gate(dir: &Path, flags: &str) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mapping_gate.py");
     format!(
         "python3 {} {flags} -- {} reference-gate --config {} --stdio --downstream-cmd {{downstream_cmd}}",

@@ -308,3 +308,28 @@ fn reaches(
     }
     false
 }
+
+/// Every exit code of `src/exit.rs` is a row of the README's exit-code table, and the table
+/// has no other: the codes are part of the command-line contract.
+#[test]
+fn readme_exit_codes_are_the_programs() {
+    let code: BTreeSet<String> = read("src/exit.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub const ")?.split_once(": u8 = "))
+        .map(|(_, v)| v.trim_end_matches(';').to_string())
+        .collect();
+    let readme = read("README.md");
+    let table = readme
+        .split("### Exit codes")
+        .nth(1)
+        .and_then(|s| s.split("\n### ").next())
+        .expect("README.md has an Exit codes section");
+    let documented: BTreeSet<String> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split_once(" |"))
+        .map(|(n, _)| n.to_string())
+        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(code.len(), 6, "{code:?}");
+    assert_eq!(code, documented);
+}

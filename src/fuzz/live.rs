@@ -3,7 +3,6 @@
 //! A failure is shrunk (one field of the model simplified at a time, kept while it still fails)
 //! and saved as a case file that `run --cases DIR` replays.
 
-use crate::canary::CANARY_TOOL;
 use crate::case::{self, Case, Profile, Source, TransportKind};
 use crate::error::RunError;
 use crate::fuzz::targets::tools_run_by;
@@ -112,9 +111,24 @@ pub struct FuzzOutcome {
     pub findings: Vec<FuzzFinding>,
 }
 
+/// The denied and the allowed tool as the target names them (through `--tool-name`).
+fn tool_names(settings: &Settings) -> (String, String) {
+    let m = &settings.mapping;
+    (
+        m.spelled(&settings.denied_tool),
+        m.spelled(&settings.allowed_tool),
+    )
+}
+
 /// How a model is judged on a lane, or `None` when it says nothing there (a valid call of the
-/// canary is a legitimate request to a plain server).
-fn case_text(model: &Smuggle, profile: Profile, transport: TransportKind) -> Option<String> {
+/// canary is a legitimate request to a plain server). Its calls name the tools as `settings`
+/// says the target names them.
+fn case_text(
+    model: &Smuggle,
+    profile: Profile,
+    transport: TransportKind,
+    settings: &Settings,
+) -> Option<String> {
     // Over stdio a line break ends a message: an allowed call, a line break, then the denied
     // call are two messages, and the first is rightly served.
     if transport == TransportKind::Stdio
@@ -127,7 +141,8 @@ fn case_text(model: &Smuggle, profile: Profile, transport: TransportKind) -> Opt
     {
         return None;
     }
-    let bytes = model.to_bytes();
+    let (denied, allowed) = tool_names(settings);
+    let bytes = model.to_bytes_named(&denied, &allowed);
     let body =
         serde_json::json!({ "base64": base64::engine::general_purpose::STANDARD.encode(&bytes) });
     let title = format!("fuzz: {model:?}");
@@ -140,11 +155,7 @@ fn case_text(model: &Smuggle, profile: Profile, transport: TransportKind) -> Opt
             let unbom = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
             match json::read(Personality::Strict, unbom) {
                 Ok(values) => {
-                    if values
-                        .iter()
-                        .flat_map(tools_run_by)
-                        .any(|n| n == CANARY_TOOL)
-                    {
+                    if values.iter().flat_map(tools_run_by).any(|n| n == denied) {
                         return None;
                     }
                     // Well-formed JSON that a strict server reads as something harmless (or
@@ -197,7 +208,7 @@ async fn try_model(
     lane: &Lane,
     settings: &Settings,
 ) -> Result<Option<(String, Vec<&'static str>)>, RunError> {
-    let Some(text) = case_text(model, lane.profile, lane.transport) else {
+    let Some(text) = case_text(model, lane.profile, lane.transport, settings) else {
         return Ok(None);
     };
     let id = case_id(model, lane);
@@ -273,6 +284,12 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let mut settings = opts.settings.clone();
     settings.exact_codes |= opts.target.runs_the_reference_gate();
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
+    if let Some(reason) = opened.lanes.first().and_then(Lane::untestable) {
+        return Err(RunError::Untestable {
+            target: opened.name.clone(),
+            reason,
+        });
+    }
     let picked = target::pick_versions(&opened, &opts.spec, &opts.settings);
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
@@ -321,7 +338,7 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             f.same_cause += 1;
             continue;
         }
-        let Some(text) = case_text(&best, lane.profile, lane.transport) else {
+        let Some(text) = case_text(&best, lane.profile, lane.transport, &settings) else {
             continue;
         };
         let saved = match &opts.save {

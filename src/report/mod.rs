@@ -220,6 +220,92 @@ pub fn warning_summary(records: &[Record]) -> String {
     out
 }
 
+/// The end of a run, for a person: counts by verdict, the failed trials by case family and by
+/// check (the denied tool run, messages forwarded, targets left dead, leaks), and, when
+/// `rerun` gives the command line that ran (without libtest arguments), the command that
+/// reruns exactly the failed trials. Empty when nothing failed or warned.
+pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
+    use std::collections::BTreeMap;
+    let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
+    let failed: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale))
+        .collect();
+    if failed.is_empty() && count(TrialVerdict::Warn) == 0 {
+        return String::new();
+    }
+    let mut out = format!(
+        "\nsummary: {} trials: {} passed, {} failed, {} warned, {} known, {} not applicable or not run\n",
+        records.len(),
+        count(TrialVerdict::Pass),
+        failed.len(),
+        count(TrialVerdict::Warn),
+        count(TrialVerdict::Known),
+        count(TrialVerdict::Skip),
+    );
+    let mut families: BTreeMap<&str, [usize; 2]> = BTreeMap::new();
+    let mut checks: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for r in records {
+        let family = r.id.split('/').next().unwrap_or(&r.id);
+        match r.verdict {
+            TrialVerdict::Fail | TrialVerdict::Stale => families.entry(family).or_default()[0] += 1,
+            TrialVerdict::Warn => families.entry(family).or_default()[1] += 1,
+            _ => continue,
+        }
+        if r.verdict == TrialVerdict::Warn {
+            continue;
+        }
+        let mut seen: Vec<&'static str> = r
+            .findings
+            .iter()
+            .filter(|f| f.status == crate::verdict::Status::Fail)
+            .map(|f| f.check.as_str())
+            .collect();
+        seen.dedup();
+        for c in seen {
+            *checks.entry(c).or_default() += 1;
+        }
+    }
+    let shown: Vec<String> = families
+        .iter()
+        .map(|(f, [fail, warn])| match (fail, warn) {
+            (0, w) => format!("{f} {w} warned"),
+            (n, 0) => format!("{f} {n} failed"),
+            (n, w) => format!("{f} {n} failed, {w} warned"),
+        })
+        .collect();
+    out.push_str(&format!("  by family: {}\n", shown.join("; ")));
+    if !checks.is_empty() {
+        let what = |c: &str| match c {
+            "canary" => " (the denied tool ran)",
+            "forwarded" => " (wrong or forbidden messages reached the downstream)",
+            "alive" => " (the target was left dead or deaf)",
+            "leak" => " (internal detail in an answer)",
+            _ => "",
+        };
+        let shown: Vec<String> = checks
+            .iter()
+            .map(|(c, n)| format!("{c} {n}{}", what(c)))
+            .collect();
+        out.push_str(&format!("  failed checks: {}\n", shown.join("; ")));
+    }
+    if let (Some(base), false) = (rerun, failed.is_empty()) {
+        let mut words: Vec<String> = base
+            .iter()
+            .map(|w| shell_words::quote(w).into_owned())
+            .collect();
+        words.extend(["--".to_string(), "--exact".to_string()]);
+        let mut names: Vec<String> = failed
+            .iter()
+            .map(|r| format!("[{}] {}", kind_of(r), r.id))
+            .collect();
+        names.dedup();
+        words.extend(names.iter().map(|n| shell_words::quote(n).into_owned()));
+        out.push_str(&format!("  rerun the failed trials: {}\n", words.join(" ")));
+    }
+    out
+}
+
 /// `text` with every secret (a `--header` value) replaced.
 pub fn redact(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();

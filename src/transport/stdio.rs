@@ -39,6 +39,17 @@ impl StdioCommand {
             env: Vec::new(),
         })
     }
+
+    /// Whether its program can be found: a path to a file, or a name on `PATH` (what spawning
+    /// it would find), checked without starting anything.
+    pub fn program_found(&self) -> bool {
+        let program = std::path::Path::new(&self.program);
+        if self.program.contains('/') {
+            return program.is_file();
+        }
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    }
 }
 
 /// A line read from the server's stdout.

@@ -183,16 +183,23 @@ impl Smuggle {
         out
     }
 
-    /// The bytes this model stands for.
+    /// The bytes this model stands for, with the witness's tools (`delete_everything` denied,
+    /// `echo` allowed).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_named(DENIED, "echo")
+    }
+
+    /// The bytes this model stands for, calling the denied tool `denied` and the allowed one
+    /// `allowed` (a gate's own names for them, e.g. `lab__delete_everything`).
     #[allow(
         clippy::too_many_lines,
         reason = "one match arm per smuggling shape, each writing that shape's exact bytes with the small builders defined at its top"
     )]
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub fn to_bytes_named(&self, denied: &str, allowed: &str) -> Vec<u8> {
         let ws = self.space.text();
-        let denied = self.name.literal();
+        let denied = self.name.literal(denied);
         let id = self.id.literal();
-        let allowed = "\"echo\"".to_string();
+        let allowed = serde_json::to_string(allowed).unwrap_or_default();
         // Members are written as given: raw key text, raw value text, duplicates and all.
         let obj = |members: &[(&str, String)]| -> String {
             let inner: Vec<String> = members
@@ -368,10 +375,14 @@ impl LookAlike {
 }
 
 impl NameSpelling {
-    fn literal(self) -> String {
-        let chars: Vec<char> = DENIED.chars().collect();
+    /// The denied tool `name` spelled this way, as a JSON string.
+    fn literal(self, name: &str) -> String {
+        let chars: Vec<char> = name.chars().collect();
+        if chars.len() < 2 {
+            return serde_json::to_string(name).unwrap_or_default();
+        }
         let s: String = match self {
-            NameSpelling::Plain => DENIED.into(),
+            NameSpelling::Plain => name.into(),
             NameSpelling::Escaped(i) => {
                 let k = usize::from(i) % chars.len();
                 chars
@@ -390,10 +401,10 @@ impl NameSpelling {
                 .iter()
                 .map(|c| format!("\\u{:04X}", u32::from(*c)))
                 .collect(),
-            NameSpelling::Upper => DENIED.to_ascii_uppercase(),
-            NameSpelling::TrailingSpace => format!("{DENIED} "),
-            NameSpelling::LeadingTab => format!("\\t{DENIED}"),
-            NameSpelling::NulSuffix => format!("{DENIED}\\u0000"),
+            NameSpelling::Upper => name.to_ascii_uppercase(),
+            NameSpelling::TrailingSpace => format!("{name} "),
+            NameSpelling::LeadingTab => format!("\\t{name}"),
+            NameSpelling::NulSuffix => format!("{name}\\u0000"),
             NameSpelling::ZeroWidth(i) => {
                 let k = 1 + usize::from(i) % (chars.len() - 1);
                 let mut s: String = chars[..k].iter().collect();
@@ -401,8 +412,8 @@ impl NameSpelling {
                 s.extend(&chars[k..]);
                 s
             }
-            NameSpelling::CyrillicE => DENIED.replacen('e', "\u{435}", 1),
-            NameSpelling::Fullwidth => DENIED
+            NameSpelling::CyrillicE => name.replacen('e', "\u{435}", 1),
+            NameSpelling::Fullwidth => name
                 .chars()
                 .map(|c| {
                     if c.is_ascii_lowercase() {
