@@ -178,6 +178,10 @@ pub struct AuthInputs {
     pub scopes: String,
     /// A tool the good token's scopes do not cover (`auth/` scope cases call it).
     pub scoped_tool: Option<String>,
+    /// The `sub` of the tokens the runner mints as the caller's (the good one and its bad
+    /// variants): the run's principal when a gate reads the caller from the token
+    /// (`--identity bearer`); a fixed fixture user otherwise.
+    pub subject: Option<String>,
 }
 
 /// The tokens `auth/` cases name, by placeholder (the case loader knows them from here).
@@ -200,9 +204,18 @@ impl AuthInputs {
             return Ok(Some(t.clone()));
         }
         match &self.issuer {
-            Some((issuer, aud)) => issuer.mint(&issuer.claims(aud, &self.scopes)).map(Some),
+            Some((issuer, aud)) => issuer.mint(&self.claims(issuer, aud)).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// The good token's claims: the issuer's, with the run's subject when it has one.
+    fn claims(&self, issuer: &Issuer, aud: &str) -> Claims {
+        let mut c = issuer.claims(aud, &self.scopes);
+        if let Some(sub) = &self.subject {
+            c.sub = sub.clone();
+        }
+        c
     }
 
     /// A good token whose subject is `sub`, when the runner may mint (`None` without an
@@ -233,7 +246,7 @@ impl AuthInputs {
         }
         out.push(("token_good", good));
         if let Some((issuer, aud)) = &self.issuer {
-            let base = issuer.claims(aud, &self.scopes);
+            let base = self.claims(issuer, aud);
             let t = now();
             let expired = Claims {
                 iat: t - 7200,

@@ -13,6 +13,7 @@ pub const SETUP_FAILED: u8 = 3;
 /// The target could not be tested: it never started (a gate the runner starts), nothing
 /// accepts connections at its URL, or its command cannot be found. No trial ran.
 pub const UNTESTABLE: u8 = 4;
-/// The target died during the run and was not brought back (no `--restart-cmd`): the trials
+/// The target died during the run and was not brought back (no `--restart-cmd`, or it did not
+/// bring the target back): the trials
 /// after its death were not run, so the verdict is incomplete. The reports hold what did run.
 pub const INCOMPLETE: u8 = 5;

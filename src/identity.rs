@@ -115,7 +115,24 @@ impl Identity {
         }))
     }
 
-    /// Where the caller is said and as whom, in words.
+    /// Whether a principal is presented as an opaque bearer token: then the principals' names
+    /// are credentials.
+    fn opaque_bearer(&self) -> bool {
+        self.uses_bearer() && self.minted.is_empty()
+    }
+
+    /// The values that are credentials, never to be shown or to reach a downstream: the
+    /// minted tokens, and under an opaque bearer place the principals themselves.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.minted.values().cloned().collect();
+        if self.opaque_bearer() {
+            out.push(self.principal.clone());
+            out.extend(self.granted.clone());
+        }
+        out
+    }
+
+    /// Where the caller is said and as whom, in words (an opaque token's principal unnamed).
     pub fn describe(&self) -> String {
         let places: Vec<String> = self
             .places
@@ -128,12 +145,19 @@ impl Identity {
                 Place::Argument(n) => format!("argument {n}"),
             })
             .collect();
-        let mut out = format!("caller `{}` in the {}", self.principal, places[0]);
+        let opaque = self.opaque_bearer();
+        let mut out = if opaque {
+            format!("caller given in the {}", places[0])
+        } else {
+            format!("caller `{}` in the {}", self.principal, places[0])
+        };
         if places.len() > 1 {
             out.push_str(&format!(" (also read: {})", places[1..].join(", ")));
         }
-        if let Some(g) = &self.granted {
-            out.push_str(&format!(", `{g}` granted the denied tool"));
+        match &self.granted {
+            Some(_) if opaque => out.push_str(", another principal granted the denied tool"),
+            Some(g) => out.push_str(&format!(", `{g}` granted the denied tool")),
+            None => {}
         }
         out
     }
@@ -285,6 +309,23 @@ impl Identity {
             return false;
         }
         if case.caller == Some(Caller::GrantedInASecondPlace) && id.places.len() < 2 {
+            return false;
+        }
+        // A header's value is read without its surrounding spaces (RFC 9110), and so is a
+        // token after `Bearer`: ` bob ` there is `bob`, the granted principal itself.
+        let trimmed_first = match &id.places[0] {
+            Place::Header(_) => true,
+            Place::Bearer => id.minted.is_empty(),
+            Place::Query(_) | Place::Argument(_) => false,
+        };
+        if case.caller == Some(Caller::GrantedPadded) && trimmed_first {
+            return false;
+        }
+        // A raw request carries no identity but a minted bearer token (`{{auth_header}}`, the
+        // principal's when the gate reads the token's subject): without one it would be
+        // refused as nobody, whatever it tests.
+        let minted_only = !id.minted.is_empty() && id.places.iter().all(|p| *p == Place::Bearer);
+        if case.request.raw_http.is_some() && !minted_only {
             return false;
         }
         if id.argument_names().is_empty() {

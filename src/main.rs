@@ -627,6 +627,7 @@ impl AuthArgs {
             issuer,
             scopes: self.auth_scopes.clone(),
             scoped_tool: self.auth_scoped_tool.clone(),
+            subject: None,
         })
     }
 }
@@ -727,9 +728,13 @@ fn spelling(
         }
     };
     if let Some(id) = identity.as_mut().filter(|i| i.uses_bearer()) {
-        if inputs.token.is_some() {
+        let authorization_header = args.headers.iter().any(|h| {
+            h.split_once(':')
+                .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+        });
+        if inputs.token.is_some() || authorization_header {
             eprintln!(
-                "error: --identity bearer sends each caller's own token; --auth-token would be a second"
+                "error: --identity bearer sends each caller's own token; --auth-token or an Authorization --header would be a second"
             );
             return Ok(None);
         }
@@ -760,7 +765,15 @@ fn spelling(
 }
 
 fn run_command(args: RunArgs) -> anyhow::Result<u8> {
-    let inputs = args.auth.inputs()?;
+    let mut inputs = args.auth.inputs()?;
+    // A gate that reads the caller from the token: the tokens the runner mints (the good one,
+    // and the `auth/` cases' bad ones) name the run's principal.
+    if args
+        .identity
+        .contains(&mcp_gauntlet::identity::Place::Bearer)
+    {
+        inputs.subject.clone_from(&args.principal);
+    }
     let auth_tokens = inputs.tokens()?;
     // An identity or a mapping that cannot be used is a command line not understood.
     let Some((identity, mapping)) = spelling(&args, &inputs)? else {
@@ -810,7 +823,8 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         // This command line up to its libtest arguments: the summary's rerun command adds
         // the failed trials' names.
         rerun_base: Some(
-            std::env::args()
+            std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
                 .take_while(|a| a != "--")
                 .collect::<Vec<String>>(),
         ),

@@ -48,7 +48,8 @@ pub struct RunOptions {
     /// HTTP targets: how to restart the target after a case killed it (`sh -c`).
     pub restart_cmd: Option<String>,
     /// The command line that ran this, without its libtest arguments (`mcp-gauntlet run
-    /// --http URL`), for the summary's command that reruns only the failed trials.
+    /// --http URL`), for the summary's command that reruns only the failed trials (the run
+    /// adds the libtest options that are not filters).
     pub rerun_base: Option<Vec<String>>,
 }
 
@@ -137,8 +138,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let secrets = secrets_of(&settings);
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    // A target that never came up is not tested at all (and no rule is said broken).
-    if let Some(reason) = opened.lanes.first().and_then(target::Lane::untestable) {
+    // A target that never came up is not tested at all (and no rule is said broken); one that
+    // --restart-cmd can start is left to it, and a listing needs no target.
+    let only_listing = opts.libtest_args.iter().any(|a| a == "--list");
+    let untestable = match (&opts.restart_cmd, only_listing) {
+        (None, false) => opened.lanes.first().and_then(target::Lane::untestable),
+        _ => None,
+    };
+    if let Some(reason) = untestable {
         return Err(RunError::Untestable {
             target: opened.name.clone(),
             reason,
@@ -195,6 +202,27 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     })
 }
 
+/// The command that reruns this run's failed trials, without their names: the command line
+/// without the files it wrote (a rerun must not overwrite the full reports with a partial
+/// one), then `--` and the libtest options that are not filters.
+fn rerun_command(opts: &RunOptions) -> Option<Vec<String>> {
+    const WRITES: &[&str] = &["--report", "--junit", "--write-baseline"];
+    let base = opts.rerun_base.as_ref()?;
+    let mut out = Vec::new();
+    let mut words = base.iter();
+    while let Some(w) = words.next() {
+        if WRITES.contains(&w.as_str()) {
+            words.next();
+        } else if !WRITES.iter().any(|f| w.starts_with(&format!("{f}="))) {
+            out.push(w.clone());
+        }
+    }
+    let (options, _filters) = split_filters(&opts.libtest_args);
+    out.push("--".to_string());
+    out.extend(options);
+    Some(out)
+}
+
 /// libtest's arguments from the run's: several filters (libtest takes one) applied to `trials`
 /// here, the run's `--jobs`, and one trial at a time under `--canary-log`.
 fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Trial>) -> Arguments {
@@ -242,15 +270,15 @@ fn print_end(records: &[Record], not_run: &[(String, usize)], opts: &RunOptions,
     print!(
         "{}",
         report::redact(
-            &report::run_summary(records, opts.rerun_base.as_deref()),
+            &report::run_summary(records, rerun_command(opts).as_deref()),
             &shared.secrets
         )
     );
     for (why, n) in not_run {
         println!(
-                "incomplete: {n} trial{} {why} (it was not restarted: give --restart-cmd to restart it)",
-                if *n == 1 { " was" } else { "s were" }
-            );
+            "incomplete: {n} trial{} {why}, which was not brought back",
+            if *n == 1 { " was" } else { "s were" }
+        );
     }
 }
 
@@ -304,6 +332,12 @@ fn secrets_of(settings: &Settings) -> Vec<String> {
         .iter()
         .map(|(_, v)| v.clone())
         .chain(settings.auth_tokens.iter().map(|(_, t)| t.clone()))
+        .chain(
+            settings
+                .identity
+                .iter()
+                .flat_map(crate::identity::Identity::secrets),
+        )
         .collect()
 }
 

@@ -119,7 +119,9 @@ impl Lane {
                 match crate::transport::stdio::StdioCommand::parse(command) {
                     Ok(c) if c.program_found() => None,
                     Ok(c) => Some(format!("its program `{}` cannot be found", c.program)),
-                    Err(_) => Some("its command cannot be split into words".to_string()),
+                    // A command line that cannot be read is the user's input, not the target:
+                    // its trials say so.
+                    Err(_) => None,
                 }
             }
         }
@@ -336,7 +338,17 @@ pub fn gate_http_lane(
         port,
         child: std::sync::Mutex::new(None),
     });
-    if !process.start().map_err(RunError::Setup)? {
+    // A program that cannot be found is a target that cannot be tested, as for --stdio.
+    let started = process.start().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+            RunError::Untestable {
+                target: command.clone(),
+                reason: format!("its program `{program}` cannot be started: {e}"),
+            }
+        }
+        _ => RunError::Setup(e),
+    })?;
+    if !started {
         return Err(RunError::GateDidNotStart(port));
     }
     keep.gates.push(process.clone());

@@ -223,7 +223,8 @@ pub fn warning_summary(records: &[Record]) -> String {
 /// The end of a run, for a person: counts by verdict, the failed trials by case family and by
 /// check (the denied tool run, messages forwarded, targets left dead, leaks), and, when
 /// `rerun` gives the command line that ran (without libtest arguments), the command that
-/// reruns exactly the failed trials. Empty when nothing failed or warned.
+/// reruns exactly the failed trials (`rerun` may end with `--` and libtest options that are
+/// not filters). Empty when nothing failed or warned.
 pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     use std::collections::BTreeMap;
     let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
@@ -255,13 +256,12 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
         if r.verdict == TrialVerdict::Warn {
             continue;
         }
-        let mut seen: Vec<&'static str> = r
+        let seen: std::collections::BTreeSet<&'static str> = r
             .findings
             .iter()
             .filter(|f| f.status == crate::verdict::Status::Fail)
             .map(|f| f.check.as_str())
             .collect();
-        seen.dedup();
         for c in seen {
             *checks.entry(c).or_default() += 1;
         }
@@ -290,20 +290,34 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
         out.push_str(&format!("  failed checks: {}\n", shown.join("; ")));
     }
     if let (Some(base), false) = (rerun, failed.is_empty()) {
-        let mut words: Vec<String> = base
-            .iter()
-            .map(|w| shell_words::quote(w).into_owned())
-            .collect();
-        words.extend(["--".to_string(), "--exact".to_string()]);
-        let mut names: Vec<String> = failed
-            .iter()
-            .map(|r| format!("[{}] {}", kind_of(r), r.id))
-            .collect();
-        names.dedup();
-        words.extend(names.iter().map(|n| shell_words::quote(n).into_owned()));
-        out.push_str(&format!("  rerun the failed trials: {}\n", words.join(" ")));
+        out.push_str(&format!(
+            "  rerun the failed trials: {}\n",
+            rerun_line(base, &failed)
+        ));
     }
     out
+}
+
+/// `base` (a command line ending, or not, with `--` and libtest options) with every failed
+/// trial's lane-qualified name as an `--exact` filter, each word shell-quoted.
+fn rerun_line(base: &[String], failed: &[&Record]) -> String {
+    let mut words: Vec<String> = base
+        .iter()
+        .map(|w| shell_words::quote(w).into_owned())
+        .collect();
+    if !base.iter().any(|w| w == "--") {
+        words.push("--".to_string());
+    }
+    if !base.iter().any(|w| w == "--exact") {
+        words.push("--exact".to_string());
+    }
+    let mut names: Vec<String> = failed
+        .iter()
+        .map(|r| format!("[{}] {}", kind_of(r), r.id))
+        .collect();
+    names.dedup();
+    words.extend(names.iter().map(|n| shell_words::quote(n).into_owned()));
+    words.join(" ")
 }
 
 /// `text` with every secret (a `--header` value) replaced.

@@ -48,9 +48,19 @@ pub(super) fn request_path(
     settings: &Settings,
     caller: Option<crate::case::Caller>,
 ) -> String {
+    with_identity_query(&url.path, settings, caller)
+}
+
+/// `path` (which may hold a query: a case's own `?access_token=…`) with `caller`'s identity
+/// query parameters added.
+fn with_identity_query(
+    path: &str,
+    settings: &Settings,
+    caller: Option<crate::case::Caller>,
+) -> String {
     match &settings.identity {
-        Some(identity) => identity.path(&url.path, caller),
-        None => url.path.clone(),
+        Some(identity) => identity.path(path, caller),
+        None => path.to_string(),
     }
 }
 
@@ -230,7 +240,7 @@ pub(super) async fn run_http(
     };
     let mut ph = client_placeholders(settings);
     ph.set("host", url.authority())
-        .set("path", request_path(url, settings, spec.caller));
+        .set("path", url.path.clone());
     if let Some(hs) = &hs {
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());
@@ -354,7 +364,7 @@ impl Sent<'_> {
             method: method.to_string(),
             path: req.path.as_ref().map_or_else(
                 || request_path(self.url, self.settings, self.caller),
-                |p| ph.apply(p),
+                |p| with_identity_query(&ph.apply(p), self.settings, self.caller),
             ),
             headers,
             body,
