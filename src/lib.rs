@@ -5,6 +5,7 @@
 //! [`witness`] is the recording MCP server the suite runs against and judges gates by;
 //! [`run`] wires the pieces for one invocation. Binaries are thin: see `src/main.rs`.
 
+pub mod advisory;
 pub mod auth;
 pub mod bench;
 pub mod canary;

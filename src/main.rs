@@ -69,6 +69,9 @@ enum Command {
     },
     /// Print the JSON Schema of the case format (the same as cases/schema.json).
     Schema,
+    /// List the published advisories the catalogue reproduces, each with the cases that cite it
+    /// (`run --advisories` runs them).
+    Advisories,
     /// Make a fixture token issuer: an ES256 private key (`issuer-key.pem`, for `run
     /// --auth-issuer-key`) and its public JWKS (`jwks.json`, for the endpoint), under DIR.
     AuthIssuer {
@@ -399,6 +402,14 @@ struct RunArgs {
     /// `-- --test-threads N` still works, and wins.)
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
+    /// Run only the cases that reproduce a published advisory (`cases/advisories.json`); the
+    /// run ends with the advisories the target reproduced.
+    #[arg(long)]
+    advisories: bool,
+    /// Run only the cases that reproduce this advisory (a CVE, GHSA or RUSTSEC id, or an
+    /// upstream issue as owner/repo#N; repeatable). `mcp-gauntlet advisories` lists them.
+    #[arg(long = "advisory", value_name = "ID", value_parser = parse_advisory)]
+    advisory: Vec<&'static mcp_gauntlet::advisory::Advisory>,
     /// Run only shard K of N (1-based), e.g. `--shard 2/4`, to split a run across CI jobs.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
@@ -525,6 +536,12 @@ fn main() -> ExitCode {
         Command::Run(args) => run_command(*args),
         Command::Witness(args) => witness_command(args),
         Command::CheckCases { dirs } => check_cases(dirs),
+        Command::Advisories => Catalogue::embedded()
+            .map(|cat| {
+                print!("{}", mcp_gauntlet::report::advisory_listing(&cat));
+                exit::SUCCESS
+            })
+            .map_err(anyhow::Error::from),
         Command::Matrix {
             reports,
             output,
@@ -817,6 +834,11 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         baseline: args.baseline,
         write_baseline: args.write_baseline,
         shard: args.shard,
+        advisories: match (args.advisory.is_empty(), args.advisories) {
+            (false, _) => mcp_gauntlet::advisory::Selection::Named(args.advisory),
+            (true, true) => mcp_gauntlet::advisory::Selection::Any,
+            (true, false) => mcp_gauntlet::advisory::Selection::All,
+        },
         libtest_args: args.libtest,
         jobs: args.jobs.map(usize::from),
         self_exe: None,
@@ -950,6 +972,13 @@ fn matrix(
         None => print!("{table}"),
     }
     Ok(exit::SUCCESS)
+}
+
+/// `--advisory ID`: an advisory of `cases/advisories.json`, by id or alias.
+fn parse_advisory(id: &str) -> Result<&'static mcp_gauntlet::advisory::Advisory, String> {
+    mcp_gauntlet::advisory::find(id).ok_or_else(|| {
+        format!("`{id}` is not in the advisory catalogue (`mcp-gauntlet advisories` lists it)")
+    })
 }
 
 fn check_cases(dirs: Vec<PathBuf>) -> anyhow::Result<u8> {

@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub write_baseline: Option<PathBuf>,
     /// `(k, n)`: run only shard k of n (1-based).
     pub shard: Option<(usize, usize)>,
+    /// Which cases run, by the advisories they cite (`--advisories`, `--advisory ID`).
+    pub advisories: crate::advisory::Selection,
     /// Arguments for libtest (after `--`).
     pub libtest_args: Vec<String>,
     /// How many trials run at once (`--jobs`; libtest's `--test-threads` in `libtest_args`
@@ -69,6 +71,7 @@ impl Default for RunOptions {
             baseline: None,
             write_baseline: None,
             shard: None,
+            advisories: crate::advisory::Selection::All,
             libtest_args: Vec::new(),
             jobs: None,
             self_exe: None,
@@ -266,6 +269,7 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
 /// command, secrets redacted) and the trials a dead target left not run.
 fn print_end(records: &[Record], not_run: &[(String, usize)], opts: &RunOptions, shared: &Shared) {
     print!("{}", report::warning_summary(records));
+    print!("{}", report::advisory_summary(records));
     // The command line may hold secrets (`--header`, `--auth-token`): redacted.
     print!(
         "{}",
@@ -288,6 +292,9 @@ fn load_catalogue(opts: &RunOptions) -> Result<Catalogue, RunError> {
     for dir in &opts.extra_cases {
         catalogue.add_dir(dir)?;
     }
+    catalogue
+        .cases
+        .retain(|c| opts.advisories.takes(&c.spec.advisories));
     Ok(catalogue)
 }
 

@@ -80,6 +80,10 @@ enum Defect {
     ForwardsToken,
     /// The gate trusts another issuer's keys: no good token is good.
     OtherKeys,
+    /// Tools' scopes checked only under `MCP-Protocol-Version: 2025-11-25` (CVE-2026-11719).
+    ScopesOnlyAtLatest,
+    /// Sessions served to any valid token, not only their opener's (CVE-2026-52869).
+    SessionsUnbound,
 }
 
 /// Run the gate profile against an in-process gate with JWT validation (and `defect`); the
@@ -114,6 +118,8 @@ fn gate_failing(defect: Defect) -> Vec<Failing> {
                 ignore_audience: matches!(defect, Defect::IgnoresAudience),
                 ignore_lifetime: matches!(defect, Defect::IgnoresLifetime),
                 ignore_issuer: matches!(defect, Defect::IgnoresIssuer),
+                scopes_only_at_latest: matches!(defect, Defect::ScopesOnlyAtLatest),
+                sessions_unbound: matches!(defect, Defect::SessionsUnbound),
             };
             if let Some(auth) = settings.auth.take() {
                 let cfg = auth.config().clone();
@@ -175,6 +181,8 @@ const TARGETED: &[&str] = &[
     "auth-ignores-lifetime",
     "auth-ignores-issuer",
     "auth-forwards-token",
+    "auth-scopes-only-at-latest",
+    "auth-sessions-unbound",
 ];
 
 /// Gates that get everything wrong at once.
@@ -189,7 +197,6 @@ const BLANKET_ONLY: &[(&str, &str)] = &[
     ("auth/token-in-the-query-string", "the reference gate has no code that reads the query for tokens, so there is nothing to break but the check itself"),
     ("auth/broken-signature", "jsonwebtoken cannot skip only the signature; the no-check gate takes the token"),
     ("auth/hmac-signed-with-the-public-key", "an HMAC-accepting verifier needs the public key as an HMAC secret, which jsonwebtoken's JWK keys do not expose; the no-check gate takes the token"),
-    ("auth/another-users-token-in-a-session", "sessions are bound to the token's subject; the no-check gate has none to bind"),
     ("auth/token-lacking-the-scope-of-a-tool", "scopes come from the token; without one the scoped rule never allows and the gate answers 200 with a denial, not 403"),
 ];
 
@@ -259,6 +266,24 @@ fn a_gate_that_trusts_another_issuers_keys() {
         "broken gate `auth-trusts-other-keys`",
         &expect_path("auth-trusts-other-keys"),
         gate_failing(Defect::OtherKeys),
+    );
+}
+
+#[test]
+fn a_gate_that_checks_scopes_only_at_the_latest_version() {
+    check_snapshot(
+        "broken gate `auth-scopes-only-at-latest`",
+        &expect_path("auth-scopes-only-at-latest"),
+        gate_failing(Defect::ScopesOnlyAtLatest),
+    );
+}
+
+#[test]
+fn a_gate_that_serves_a_session_to_any_valid_token() {
+    check_snapshot(
+        "broken gate `auth-sessions-unbound`",
+        &expect_path("auth-sessions-unbound"),
+        gate_failing(Defect::SessionsUnbound),
     );
 }
 

@@ -163,6 +163,31 @@ fn unknown_requirement_is_reported_at_its_position() {
 }
 
 #[test]
+fn advisory_ids_are_checked_by_shape_and_against_the_catalogue() {
+    let with = |ids: &str| {
+        GOOD.replace(
+            "\"requirements\": [\"MCP-MSG-01\"],",
+            &format!("\"requirements\": [\"MCP-MSG-01\"],\n  \"advisories\": [{ids}],"),
+        )
+    };
+    let case = parse_case("x.json", &with(r#""CVE-2026-34742""#)).expect("a known advisory");
+    assert_eq!(case.advisories, ["CVE-2026-34742"]);
+    parse_case("x.json", &with(r#""GHSA-xw59-hvm2-8pj6""#)).expect("cited by its alias");
+    match parse_case("x.json", &with(r#""CVE-2026-1""#)) {
+        Err(CaseError::AdvisoryId { id, line, .. }) => assert_eq!((id.as_str(), line), ("CVE-2026-1", 4)),
+        other => panic!("expected a malformed advisory id, got {other:?}"),
+    }
+    match parse_case("x.json", &with(r#""CVE-2099-0001""#)) {
+        Err(CaseError::UnknownAdvisory { id, .. }) => assert_eq!(id, "CVE-2099-0001"),
+        other => panic!("expected an unknown advisory, got {other:?}"),
+    }
+    assert!(matches!(
+        parse_case("x.json", &with(r#""CVE-2026-34742", "GHSA-xw59-hvm2-8pj6""#)),
+        Err(CaseError::Invalid { .. })
+    ), "the same advisory twice, by id and alias");
+}
+
+#[test]
 fn unknown_placeholder_is_refused() {
     let text = GOOD.replace("\"ping\"", "\"{{denied_tol}}\"");
     assert!(matches!(

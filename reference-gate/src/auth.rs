@@ -243,6 +243,13 @@ pub struct AuthFaults {
     pub ignore_lifetime: bool,
     /// The issuer is not checked.
     pub ignore_issuer: bool,
+    /// Tools' required scopes are checked only for requests that say `MCP-Protocol-Version:
+    /// 2025-11-25` or later: one without the header, or claiming an older version, is served
+    /// by an "older handler" that checks none (CVE-2026-11719).
+    pub scopes_only_at_latest: bool,
+    /// A session is served to any valid token, not only to the principal that opened it
+    /// (CVE-2026-52869).
+    pub sessions_unbound: bool,
 }
 
 /// Validates bearer tokens for one gate.
@@ -324,6 +331,19 @@ impl Verifier {
             }),
             fetching: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// The `scopes_only_at_latest` fault: whether a request with this `MCP-Protocol-Version`
+    /// header (or none) has its tools' scopes left unchecked.
+    #[cfg(feature = "faults")]
+    pub(crate) fn skips_scopes_for(&self, header: Option<&[u8]>) -> bool {
+        self.faults.scopes_only_at_latest && header.is_none_or(|v| v < b"2025-11-25".as_slice())
+    }
+
+    /// The `sessions_unbound` fault.
+    #[cfg(feature = "faults")]
+    pub(crate) fn sessions_unbound(&self) -> bool {
+        self.faults.sessions_unbound
     }
 
     /// This verifier with deliberate defects.

@@ -25,6 +25,10 @@ pub struct Credentials {
     /// The scopes a verified access token grants; `None` when the front checks no token
     /// scopes (then rules that require a scope never allow).
     pub scopes: Option<Vec<String>>,
+    /// The auth fault `scopes_only_at_latest` applies to this request: its tools' required
+    /// scopes are not checked.
+    #[cfg(feature = "faults")]
+    pub(crate) scopes_unchecked: bool,
 }
 
 impl fmt::Debug for Credentials {
@@ -1073,12 +1077,22 @@ impl Proxy {
                 Handled::Malformed,
             );
         };
+        #[allow(unused_mut)]
+        let mut scopes = credentials.scopes.clone();
+        // The fault's "older handler": whatever scope the tool needs counts as held.
+        #[cfg(feature = "faults")]
+        if credentials.scopes_unchecked {
+            let held = scopes.as_deref();
+            if let Some(needed) = self.engine.missing_scope(server_id, None, &call.name, held) {
+                scopes.get_or_insert_with(Vec::new).push(needed);
+            }
+        }
         let request = AgentActionRequest {
             server_id: server_id.to_string(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
             principal: credentials.principal.clone(),
-            scopes: credentials.scopes.clone(),
+            scopes,
             timestamp: SystemTime::now(),
             request_id: call.id.clone(),
         };

@@ -81,6 +81,22 @@ pub enum CaseError {
         line: usize,
         column: usize,
     },
+    #[error(
+        "{path}:{line}:{column}: `{id}` is not an advisory id (CVE-YYYY-N, GHSA-xxxx-xxxx-xxxx, RUSTSEC-YYYY-NNNN, or owner/repo#N for an upstream issue)"
+    )]
+    AdvisoryId {
+        path: String,
+        id: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("{path}:{line}:{column}: unknown advisory `{id}` (not in cases/advisories.json)")]
+    UnknownAdvisory {
+        path: String,
+        id: String,
+        line: usize,
+        column: usize,
+    },
     #[error("{path}:{line}:{column}: unknown placeholder `{{{{{name}}}}}`")]
     UnknownPlaceholder {
         path: String,
@@ -442,7 +458,7 @@ fn source_name(case: &Case) -> String {
 fn collect_embedded(dir: &'static Dir<'static>, out: &mut Vec<(String, &'static str)>) {
     for file in dir.files() {
         let rel = file.path().to_string_lossy().replace('\\', "/");
-        // Top-level JSON files (requirements.json, schema.json) are not cases.
+        // Top-level JSON files (requirements.json, schema.json, advisories.json) are not cases.
         if rel.ends_with(".json") && rel.contains('/') {
             out.push((rel, file.contents_utf8().unwrap_or("")));
         }
@@ -474,7 +490,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(),
                 .to_string_lossy()
                 .replace('\\', "/");
             // Catalogue metadata at the root of a cases folder is not a case.
-            if rel == "requirements" || rel == "schema" {
+            if rel == "requirements" || rel == "schema" || rel == "advisories" {
                 continue;
             }
             out.push((rel, path));
@@ -572,6 +588,7 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
             });
         }
     }
+    validate_advisories(path, text, spec)?;
     if spec.transports.as_ref().is_some_and(Vec::is_empty) {
         return Err(invalid(path, "`transports` is empty"));
     }
@@ -590,6 +607,40 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     }
     if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
+    }
+    Ok(())
+}
+
+/// Cited advisories: each well formed, in `cases/advisories.json`, and cited once.
+fn validate_advisories(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    let mut seen: Vec<&'static crate::advisory::Advisory> = Vec::new();
+    for id in &spec.advisories {
+        let at = text.find(&format!("\"{id}\"")).unwrap_or(0);
+        let (line, column) = line_col(text, at);
+        let (path, id) = (path.to_string(), id.clone());
+        if crate::advisory::shape(&id).is_none() {
+            return Err(CaseError::AdvisoryId {
+                path,
+                id,
+                line,
+                column,
+            });
+        }
+        let Some(a) = crate::advisory::find(&id) else {
+            return Err(CaseError::UnknownAdvisory {
+                path,
+                id,
+                line,
+                column,
+            });
+        };
+        if seen.contains(&a) {
+            return Err(invalid(
+                &path,
+                format!("`advisories`: `{id}` names {} again", a.id),
+            ));
+        }
+        seen.push(a);
     }
     Ok(())
 }

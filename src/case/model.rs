@@ -163,6 +163,12 @@ pub struct ChallengeSpec {
 pub struct CaseSpec {
     pub title: String,
     pub requirements: Vec<String>,
+    /// Published advisories the case reproduces: `CVE-YYYY-N`, `GHSA-xxxx-xxxx-xxxx`,
+    /// `RUSTSEC-YYYY-NNNN`, or an upstream issue or pull request (`owner/repo#N`) where there is
+    /// no id; each one listed in `cases/advisories.json`. A run names them beside a failure and
+    /// ends with the advisories the target reproduced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisories: Vec<String>,
     #[serde(default = "default_level")]
     pub level: Level,
     #[serde(default)]

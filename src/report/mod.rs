@@ -54,6 +54,9 @@ pub struct Record {
     pub profile: Profile,
     pub title: String,
     pub requirements: Vec<String>,
+    /// The published advisories the case reproduces (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisories: Vec<String>,
     pub level: Level,
     pub verdict: TrialVerdict,
     pub observed: Option<Observed>,
@@ -90,6 +93,7 @@ impl Record {
             profile,
             title: case.spec.title.clone(),
             requirements: case.spec.requirements.clone(),
+            advisories: case.spec.advisories.clone(),
             level: case.spec.level,
             verdict: match verdict.map(|v| v.status) {
                 None => TrialVerdict::Skip,
@@ -298,6 +302,113 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     out
 }
 
+/// Whether a trial shows the target open to the advisories its case cites: a failure (known
+/// to the baseline or not), or a warning on a `should` case (the rule the advisory broke is a
+/// SHOULD of the protocol). A stale baseline entry passed: not reproduced.
+pub fn reproduces(verdict: TrialVerdict, level: Level) -> bool {
+    match verdict {
+        TrialVerdict::Fail | TrialVerdict::Known => true,
+        TrialVerdict::Warn => level == Level::Should,
+        TrialVerdict::Pass | TrialVerdict::Skip | TrialVerdict::Stale => false,
+    }
+}
+
+/// The end of a run's list of advisories: which ones the target reproduced (with the case and
+/// the lanes and versions where it did), which its trials tested without reproducing, and which
+/// none of its trials could test. Empty when no trial's case cites an advisory.
+pub fn advisory_summary(records: &[Record]) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    #[derive(Default)]
+    struct Seen {
+        /// Case id -> the lanes where it reproduced the advisory.
+        by: BTreeMap<String, BTreeSet<String>>,
+        tested: bool,
+    }
+    let mut seen: BTreeMap<&'static str, Seen> = BTreeMap::new();
+    for r in records {
+        for cited in &r.advisories {
+            let Some(a) = crate::advisory::find(cited) else {
+                continue;
+            };
+            let entry = seen.entry(a.id.as_str()).or_default();
+            entry.tested |= r.verdict != TrialVerdict::Skip;
+            if reproduces(r.verdict, r.level) {
+                // The lane with its version, even when the run had one version only.
+                let lane = match (&r.lane_version, r.version.is_empty()) {
+                    (None, false) => format!("{} {}", kind_of(r), r.version),
+                    _ => kind_of(r),
+                };
+                entry.by.entry(r.id.clone()).or_default().insert(lane);
+            }
+        }
+    }
+    if seen.is_empty() {
+        return String::new();
+    }
+    let reproduced = seen.values().filter(|s| !s.by.is_empty()).count();
+    let untested: Vec<&str> = seen
+        .iter()
+        .filter(|(_, s)| !s.tested)
+        .map(|(id, _)| *id)
+        .collect();
+    let clean: Vec<&str> = seen
+        .iter()
+        .filter(|(_, s)| s.tested && s.by.is_empty())
+        .map(|(id, _)| *id)
+        .collect();
+    let mut out = format!(
+        "\nadvisories: {reproduced} reproduced, {} tested and not reproduced, {} not tested on this target\n",
+        clean.len(),
+        untested.len()
+    );
+    for (id, s) in seen.iter().filter(|(_, s)| !s.by.is_empty()) {
+        let Some(a) = crate::advisory::find(id) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "  REPRODUCED {}: {}\n    affects {}\n",
+            a.ids(),
+            a.summary,
+            a.affects()
+        ));
+        for (case, lanes) in &s.by {
+            let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
+            out.push_str(&format!("    by {case} [{}]\n", lanes.join(", ")));
+        }
+    }
+    if !clean.is_empty() {
+        out.push_str(&format!("  not reproduced: {}\n", clean.join(", ")));
+    }
+    if !untested.is_empty() {
+        out.push_str(&format!(
+            "  not tested (no case citing them applies here): {}\n",
+            untested.join(", ")
+        ));
+    }
+    out
+}
+
+/// Every advisory of `cases/advisories.json` with what it is and the cases of `catalogue` that
+/// cite it.
+pub fn advisory_listing(catalogue: &crate::case::Catalogue) -> String {
+    let mut out = String::new();
+    for a in crate::advisory::catalogue() {
+        out.push_str(&format!("{}\n  {}\n  {}\n  {}\n", a.ids(), a.affects(), a.summary, a.url));
+        let cases: Vec<&str> = catalogue
+            .cases
+            .iter()
+            .filter(|c| c.spec.advisories.iter().any(|id| a.is_named(id)))
+            .map(|c| c.id.as_str())
+            .collect();
+        if cases.is_empty() {
+            out.push_str("  cases: none yet\n");
+        } else {
+            out.push_str(&format!("  cases: {}\n", cases.join(", ")));
+        }
+    }
+    out
+}
+
 /// `base` (a command line ending, or not, with `--` and libtest options) with every failed
 /// trial's lane-qualified name as an `--exact` filter, each word shell-quoted.
 fn rerun_line(base: &[String], failed: &[&Record]) -> String {
@@ -442,22 +553,40 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
             let first = r.findings.first().map_or(String::new(), |f| {
                 format!("[{}] {}", f.check.as_str(), f.message)
             });
-            match r.verdict {
+            // The advisories the case reproduces, as properties (JUnit readers show them).
+            let props: String = r
+                .advisories
+                .iter()
+                .map(|a| format!("\n        <property name=\"advisory\" value=\"{}\"/>", xml(a)))
+                .collect();
+            let props = if props.is_empty() {
+                props
+            } else {
+                format!("\n      <properties>{props}\n      </properties>")
+            };
+            let inner = match r.verdict {
                 TrialVerdict::Fail | TrialVerdict::Stale => {
                     let body = r.explanation.clone().unwrap_or_else(|| first.clone());
-                    out.push_str(&format!(
-                        ">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n    </testcase>\n",
+                    format!(
+                        "\n      <failure message=\"{}\" type=\"{}\">{}</failure>",
                         xml(&first),
                         xml(r.verdict.as_str()),
                         xml(&body)
-                    ));
+                    )
                 }
-                TrialVerdict::Skip => out.push_str(">\n      <skipped message=\"not applicable to this target\"/>\n    </testcase>\n"),
-                TrialVerdict::Warn | TrialVerdict::Known => out.push_str(&format!(
-                    ">\n      <system-out>{}</system-out>\n    </testcase>\n",
+                TrialVerdict::Skip => {
+                    "\n      <skipped message=\"not applicable to this target\"/>".to_string()
+                }
+                TrialVerdict::Warn | TrialVerdict::Known => format!(
+                    "\n      <system-out>{}</system-out>",
                     xml(&format!("{}: {first}", r.verdict))
-                )),
-                TrialVerdict::Pass => out.push_str("/>\n"),
+                ),
+                TrialVerdict::Pass => String::new(),
+            };
+            if props.is_empty() && inner.is_empty() {
+                out.push_str("/>\n");
+            } else {
+                out.push_str(&format!(">{props}{inner}\n    </testcase>\n"));
             }
         }
         out.push_str("  </testsuite>\n");
@@ -487,12 +616,20 @@ pub struct ReportRow {
     #[serde(default)]
     pub requirements: Vec<String>,
     #[serde(default)]
+    pub advisories: Vec<String>,
+    #[serde(default = "must")]
+    pub level: Level,
+    #[serde(default)]
     pub downstream: Option<String>,
     #[serde(default)]
     pub lane_version: Option<String>,
     /// The version the row's case spoke (absent in reports older than versions).
     #[serde(default)]
     pub version: String,
+}
+
+fn must() -> Level {
+    Level::Must
 }
 
 /// One cell of the matrix: what a target did with a case.
@@ -548,6 +685,9 @@ pub struct Matrix {
     pub rows: Vec<MatrixRow>,
     /// Per column that was spoken to its own way: the column and how.
     pub spellings: Vec<(String, String)>,
+    /// Per advisory the rows cite: per column, whether the target reproduced it (`None`: no
+    /// trial of that column tested it).
+    pub advisories: Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -556,7 +696,46 @@ pub struct MatrixRow {
     pub lane: String,
     pub id: String,
     pub requirements: Vec<String>,
+    pub advisories: Vec<String>,
     pub cells: Vec<Cell>,
+}
+
+impl MatrixRow {
+    /// The requirements column: the cited requirements, then the advisories.
+    fn cites(&self) -> String {
+        let reqs = self.requirements.join(", ");
+        if self.advisories.is_empty() {
+            reqs
+        } else {
+            format!("{reqs}; advisories: {}", self.advisories.join(", "))
+        }
+    }
+}
+
+/// Per advisory the reports' rows cite: per report, reproduced, tested only, or not tested.
+fn advisory_columns(
+    reports: &[(String, ReportFile)],
+) -> Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)> {
+    let mut out: std::collections::BTreeMap<&'static str, (&'static crate::advisory::Advisory, Vec<Option<bool>>)> =
+        Default::default();
+    for (col, (_, r)) in reports.iter().enumerate() {
+        for row in &r.results {
+            for cited in &row.advisories {
+                let Some(a) = crate::advisory::find(cited) else {
+                    continue;
+                };
+                let cells = &mut out
+                    .entry(a.id.as_str())
+                    .or_insert_with(|| (a, vec![None; reports.len()]))
+                    .1;
+                if row.verdict != TrialVerdict::Skip {
+                    let was = cells[col].unwrap_or(false);
+                    cells[col] = Some(was || reproduces(row.verdict, row.level));
+                }
+            }
+        }
+    }
+    out.into_values().collect()
 }
 
 /// A row's lane; with `versioned`, named with the row's version even when its own run had only
@@ -592,6 +771,7 @@ impl Matrix {
                         lane,
                         id: row.id.clone(),
                         requirements: row.requirements.clone(),
+                        advisories: row.advisories.clone(),
                         cells: vec![Cell::Absent; reports.len()],
                     });
                 entry.cells[col] = Cell::from_verdict(row.verdict);
@@ -617,6 +797,7 @@ impl Matrix {
                 .iter()
                 .filter_map(|(n, r)| Some((n.clone(), r.spelling.clone()?)))
                 .collect(),
+            advisories: advisory_columns(reports),
         }
     }
 
@@ -640,12 +821,35 @@ impl Matrix {
                 "| [{}] {} | {} |",
                 row.lane,
                 row.id,
-                row.requirements.join(", ")
+                row.cites()
             ));
             for c in &row.cells {
                 out.push_str(&format!(" {} |", c.markdown()));
             }
             out.push('\n');
+        }
+        if !self.advisories.is_empty() {
+            out.push_str("\nAdvisories (reproduced: a row citing it failed there):\n\n| advisory | affects |");
+            for name in &self.columns {
+                out.push_str(&format!(" {} |", name.replace('|', "/")));
+            }
+            out.push_str("\n|---|---|");
+            for _ in &self.columns {
+                out.push_str("---|");
+            }
+            out.push('\n');
+            for (a, cells) in &self.advisories {
+                out.push_str(&format!("| {} | {} |", a.ids(), a.affects()));
+                for c in cells {
+                    let w = advisory_word(*c);
+                    if *c == Some(true) {
+                        out.push_str(&format!(" **{w}** |"));
+                    } else {
+                        out.push_str(&format!(" {w} |"));
+                    }
+                }
+                out.push('\n');
+            }
         }
         if !self.spellings.is_empty() {
             out.push_str("\nSpoken to in their own way:\n\n");
@@ -679,7 +883,7 @@ impl Matrix {
                 "<tr><td>[{}] {}</td><td class=\"req\">{}</td>",
                 html_escape(&row.lane),
                 html_escape(&row.id),
-                html_escape(&row.requirements.join(", "))
+                html_escape(&row.cites())
             ));
             for c in &row.cells {
                 let w = c.word();
@@ -688,6 +892,30 @@ impl Matrix {
             out.push_str("</tr>\n");
         }
         out.push_str("</tbody></table>\n");
+        if !self.advisories.is_empty() {
+            out.push_str("<p>Advisories (reproduced: a row citing it failed there):</p>\n<table>\n<thead><tr><th>advisory</th><th>affects</th>");
+            for name in &self.columns {
+                out.push_str(&format!("<th>{}</th>", html_escape(name)));
+            }
+            out.push_str("</tr></thead>\n<tbody>\n");
+            for (a, cells) in &self.advisories {
+                out.push_str(&format!(
+                    "<tr><td>{}</td><td class=\"req\">{}</td>",
+                    html_escape(&a.ids()),
+                    html_escape(&a.affects())
+                ));
+                for c in cells {
+                    let class = match c {
+                        Some(true) => "FAIL",
+                        Some(false) => "pass",
+                        None => "",
+                    };
+                    out.push_str(&format!("<td class=\"{class}\">{}</td>", advisory_word(*c)));
+                }
+                out.push_str("</tr>\n");
+            }
+            out.push_str("</tbody></table>\n");
+        }
         if !self.spellings.is_empty() {
             out.push_str("<p>Spoken to in their own way:</p>\n<ul>\n");
             for (column, how) in &self.spellings {
@@ -701,6 +929,15 @@ impl Matrix {
         }
         out.push_str("</body></html>\n");
         out
+    }
+}
+
+/// A matrix cell of the advisories table.
+fn advisory_word(c: Option<bool>) -> &'static str {
+    match c {
+        Some(true) => "REPRODUCED",
+        Some(false) => "not reproduced",
+        None => "",
     }
 }
 

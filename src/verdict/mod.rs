@@ -120,6 +120,19 @@ impl Verdict {
             case.spec.title,
             case.spec.requirements.join(", ")
         );
+        if !case.spec.advisories.is_empty() {
+            // Each with the releases it affects, so the line says where it was published.
+            let named: Vec<String> = case
+                .spec
+                .advisories
+                .iter()
+                .map(|id| match crate::advisory::find(id) {
+                    Some(a) => format!("{id} ({} {})", a.package, a.affected),
+                    None => id.clone(),
+                })
+                .collect();
+            out.push_str(&format!("  advisories: {}\n", named.join(", ")));
+        }
         for f in &self.findings {
             let tag = match f.status {
                 Status::Fail => "FAIL",

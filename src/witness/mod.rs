@@ -57,8 +57,8 @@ pub enum Broken {
     Banner,
     /// Puts internal detail (a stack trace, the parser's message with offsets) in error data.
     Leaky,
-    /// Reads the envelope carelessly: member names matched ignoring case (last wins, as in
-    /// CVE-2026-27896), `jsonrpc` unchecked, bad `params` taken as `{}`, `result` beside `method`
+    /// Reads the envelope carelessly: member names matched ignoring case and trailing NULs
+    /// (last wins, as in CVE-2026-27896 and GHSA-q382-vc8q-7jhj), `jsonrpc` unchecked, bad `params` taken as `{}`, `result` beside `method`
     /// ignored, objects without `method` (even `{}` and empty bodies) accepted as responses.
     LaxEnvelope,
     /// `initialize` agrees to whatever version the client asks for, as often as it is asked (a
@@ -919,13 +919,24 @@ fn tool_list() -> Vec<Value> {
 /// The `lax-envelope` reading: names folded to lower case (last wins), `jsonrpc` forced, bad
 /// `params` replaced by `{}` (their names folded too), `result`/`error` beside `method` dropped.
 fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
-    /// Member names matched ignoring case onto the protocol's spelling; the last one wins.
+    /// Member names matched onto the protocol's spelling as go-sdk's readers did: ignoring
+    /// case with Unicode's folds (`ſ` is `s`, `K` is `k`: encoding/json, before 1.3.1) and
+    /// with trailing NULs dropped (before 1.4.1); the last one wins.
     fn fold(obj: Map<String, Value>, known: &[&str]) -> Map<String, Value> {
         let mut out = Map::new();
         for (k, v) in obj {
+            let folded: String = k
+                .trim_end_matches('\0')
+                .chars()
+                .map(|c| match c {
+                    '\u{17f}' => 's',
+                    '\u{212a}' => 'k',
+                    c => c,
+                })
+                .collect();
             let name = known
                 .iter()
-                .find(|n| n.eq_ignore_ascii_case(&k))
+                .find(|n| n.eq_ignore_ascii_case(&folded))
                 .map_or(k, |n| n.to_string());
             out.insert(name, v);
         }

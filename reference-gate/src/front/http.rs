@@ -251,8 +251,16 @@ impl HttpFront {
             Err(()) => return Err((StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
         };
         let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        #[cfg(feature = "faults")]
+        let unbound = self
+            .settings
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.sessions_unbound());
+        #[cfg(not(feature = "faults"))]
+        let unbound = false;
         match found {
-            Some((v, state, owner)) if owner.as_deref() == principal => {
+            Some((v, state, owner)) if unbound || owner.as_deref() == principal => {
                 Ok((id.to_string(), v, state))
             }
             _ => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
@@ -270,6 +278,7 @@ impl HttpFront {
                 Ok(principal) => Ok(Credentials {
                     principal,
                     scopes: None,
+                    ..Credentials::default()
                 }),
                 Err(()) => Err(self.refuse(StatusCode::UNAUTHORIZED, "Unauthorized")),
             };
@@ -291,6 +300,10 @@ impl HttpFront {
             Ok(v) => Ok(Credentials {
                 principal: Some(format!("sub:{}", v.subject)),
                 scopes: Some(v.scopes),
+                #[cfg(feature = "faults")]
+                scopes_unchecked: auth.skips_scopes_for(
+                    parts.headers.get("mcp-protocol-version").map(HeaderValue::as_bytes),
+                ),
             }),
             Err(refusal) => {
                 let (status, message) = match refusal {
