@@ -49,7 +49,10 @@ impl Advisory {
             .fixed
             .as_ref()
             .map_or(String::new(), |f| format!(", fixed in {f}"));
-        format!("{} {} {}{fixed}", self.ecosystem, self.package, self.affected)
+        format!(
+            "{} {} {}{fixed}",
+            self.ecosystem, self.package, self.affected
+        )
     }
 
     /// Whether `id` names this advisory (its id or an alias, ASCII case ignored).
@@ -177,9 +180,7 @@ impl Selection {
         match self {
             Selection::All => true,
             Selection::Any => !cited.is_empty(),
-            Selection::Named(wanted) => cited
-                .iter()
-                .any(|c| wanted.iter().any(|a| a.is_named(c))),
+            Selection::Named(wanted) => cited.iter().any(|c| wanted.iter().any(|a| a.is_named(c))),
         }
     }
 }

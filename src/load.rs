@@ -29,6 +29,10 @@ pub struct LoadOptions {
     pub request_timeout: Duration,
     /// The protocol version asked for in initialize.
     pub spec_version: String,
+    /// Every client numbers its requests from 1, as SDK clients do (by default each client's
+    /// ids are its own): a server that matches answers to requests by id alone, across
+    /// clients, then hands one client another's answer (CVE-2026-25536).
+    pub same_ids: bool,
     pub self_exe: Option<PathBuf>,
 }
 
@@ -41,6 +45,7 @@ impl Default for LoadOptions {
             time: None,
             request_timeout: Duration::from_secs(10),
             spec_version: "2025-11-25".into(),
+            same_ids: false,
             self_exe: None,
         }
     }
@@ -192,6 +197,7 @@ struct Tally {
 async fn client(
     mut conn: Conn,
     c: usize,
+    id_base: u64,
     quota: Option<u64>,
     stop: Option<Instant>,
     timeout: Duration,
@@ -220,7 +226,7 @@ async fn client(
         if quota.is_some_and(|q| t.sent >= q) || stop.is_some_and(|s| Instant::now() >= s) {
             break;
         }
-        let id = (c as u64) * 1_000_000_000 + t.sent + 1;
+        let id = id_base + t.sent + 1;
         let token = format!("load-{salt:08x}-c{c}-r{}", t.sent);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": token}}});
@@ -287,9 +293,15 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
                 }
             }
         };
+        let id_base = if opts.same_ids {
+            0
+        } else {
+            (c as u64) * 1_000_000_000
+        };
         tasks.push(tokio::spawn(client(
             conn,
             c,
+            id_base,
             quota,
             stop,
             opts.request_timeout,

@@ -227,6 +227,11 @@ struct LoadArgs {
     /// The protocol version to ask for in initialize.
     #[arg(long, default_value = "2025-11-25")]
     spec: String,
+    /// Every client numbers its requests from 1, as SDK clients do, instead of each client
+    /// having ids of its own: a server that matches answers by id alone, across clients, hands
+    /// one client another's answer (counted as wrong; CVE-2026-25536).
+    #[arg(long)]
+    same_ids: bool,
 }
 
 #[derive(Args, Debug)]
@@ -664,6 +669,7 @@ fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
         time,
         request_timeout: Duration::from_secs(args.request_timeout.max(1)),
         spec_version: args.spec,
+        same_ids: args.same_ids,
         self_exe: None,
     })?;
     print!("{}", summary(&results));

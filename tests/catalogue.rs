@@ -174,17 +174,25 @@ fn advisory_ids_are_checked_by_shape_and_against_the_catalogue() {
     assert_eq!(case.advisories, ["CVE-2026-34742"]);
     parse_case("x.json", &with(r#""GHSA-xw59-hvm2-8pj6""#)).expect("cited by its alias");
     match parse_case("x.json", &with(r#""CVE-2026-1""#)) {
-        Err(CaseError::AdvisoryId { id, line, .. }) => assert_eq!((id.as_str(), line), ("CVE-2026-1", 4)),
+        Err(CaseError::AdvisoryId { id, line, .. }) => {
+            assert_eq!((id.as_str(), line), ("CVE-2026-1", 4))
+        }
         other => panic!("expected a malformed advisory id, got {other:?}"),
     }
     match parse_case("x.json", &with(r#""CVE-2099-0001""#)) {
         Err(CaseError::UnknownAdvisory { id, .. }) => assert_eq!(id, "CVE-2099-0001"),
         other => panic!("expected an unknown advisory, got {other:?}"),
     }
-    assert!(matches!(
-        parse_case("x.json", &with(r#""CVE-2026-34742", "GHSA-xw59-hvm2-8pj6""#)),
-        Err(CaseError::Invalid { .. })
-    ), "the same advisory twice, by id and alias");
+    assert!(
+        matches!(
+            parse_case(
+                "x.json",
+                &with(r#""CVE-2026-34742", "GHSA-xw59-hvm2-8pj6""#)
+            ),
+            Err(CaseError::Invalid { .. })
+        ),
+        "the same advisory twice, by id and alias"
+    );
 }
 
 #[test]

@@ -331,3 +331,153 @@ fn reports_do_not_depend_on_the_number_of_jobs() {
         );
     }
 }
+
+/// A run limited to the advisory cases names the advisories in the JSON report, JUnit and the
+/// matrix, and ends with the ones the target reproduced: a witness that checks no Origin
+/// reproduces the Origin advisories, not the Content-Type one it still refuses.
+#[test]
+fn advisories_are_named_everywhere_and_the_run_ends_with_the_ones_reproduced() {
+    let w = HttpWitness::start(&["no-origin"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let (report, junit) = (dir.path().join("r.json"), dir.path().join("j.xml"));
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--http",
+            &w.url,
+            "--spec",
+            "2025-11-25",
+            "--advisories",
+        ])
+        .arg("--report")
+        .arg(&report)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(exit::CASES_FAILED)),
+        "{stdout}"
+    );
+    let line = |prefix: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line `{prefix}` in:\n{stdout}"))
+            .to_string()
+    };
+    assert!(line("  REPRODUCED CVE-2026-35568 (GHSA-8jxr-pr72-r468)").contains("Origin"));
+    assert!(
+        stdout.contains("    by headers/origin-foreign-host [http 2025-11-25]"),
+        "{stdout}"
+    );
+    assert!(
+        line("  not reproduced: ").contains("CVE-2026-33252"),
+        "text/plain is still refused"
+    );
+    // Every trial of the run cites an advisory, and its record says which.
+    let parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let results = parsed["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    assert!(results
+        .iter()
+        .all(|r| r["advisories"].as_array().is_some_and(|a| !a.is_empty())));
+    let origin = results
+        .iter()
+        .find(|r| r["id"] == "headers/origin-foreign-host")
+        .unwrap();
+    assert!(origin["advisories"]
+        .as_array()
+        .unwrap()
+        .contains(&"CVE-2026-35568".into()));
+    assert!(origin["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("advisories: CVE-2026-35568"));
+    advisories_in_junit_and_the_matrix(&junit, &report);
+}
+
+/// The advisory run's JUnit carries `advisory` properties, its matrix the advisories table.
+fn advisories_in_junit_and_the_matrix(junit: &std::path::Path, report: &std::path::Path) {
+    let text = std::fs::read_to_string(junit).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("JUnit parses as XML");
+    let case = doc
+        .descendants()
+        .find(|n| {
+            n.has_tag_name("testcase") && n.attribute("name") == Some("headers/origin-foreign-host")
+        })
+        .unwrap();
+    assert!(case.descendants().any(|p| p.has_tag_name("property")
+        && p.attribute("name") == Some("advisory")
+        && p.attribute("value") == Some("CVE-2026-35568")));
+    assert!(case.children().any(|c| c.has_tag_name("failure")));
+    let out = Command::new(bin())
+        .args(["matrix", &format!("lax={}", report.display())])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {id} ")))
+            .unwrap_or_else(|| panic!("no advisory row {id}:\n{table}"))
+            .to_string()
+    };
+    assert!(
+        row("CVE-2026-35568").ends_with("| **REPRODUCED** |"),
+        "{table}"
+    );
+    assert!(
+        row("CVE-2026-33252").ends_with("| not reproduced |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("MCP-SEC-LOCAL-01; advisories: CVE-2026-35568, CVE-2025-66416"),
+        "{table}"
+    );
+}
+
+/// An advisory the catalogue does not know is a usage error, and a refusal that is only
+/// shaped wrong does not count as the advisory reproduced.
+#[test]
+fn advisory_selection_and_what_counts_as_reproduced() {
+    assert_eq!(
+        run(&["--advisory", "CVE-2099-0001"]),
+        i32::from(exit::USAGE)
+    );
+    use mcp_gauntlet::case::Level;
+    use mcp_gauntlet::report::{reproduces, TrialVerdict};
+    let fail = TrialVerdict::Fail;
+    assert!(reproduces(
+        fail,
+        Level::Must,
+        ["http_status", "canary"].into_iter()
+    ));
+    assert!(!reproduces(
+        fail,
+        Level::Must,
+        ["shape", "id", "http_status"].into_iter()
+    ));
+    assert!(reproduces(
+        TrialVerdict::Known,
+        Level::Must,
+        ["outcome"].into_iter()
+    ));
+    assert!(reproduces(
+        TrialVerdict::Warn,
+        Level::Should,
+        ["resources"].into_iter()
+    ));
+    assert!(
+        !reproduces(TrialVerdict::Warn, Level::Must, ["outcome"].into_iter()),
+        "a prefer miss"
+    );
+    assert!(!reproduces(
+        TrialVerdict::Stale,
+        Level::Must,
+        ["outcome"].into_iter()
+    ));
+}

@@ -302,15 +302,35 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     out
 }
 
-/// Whether a trial shows the target open to the advisories its case cites: a failure (known
-/// to the baseline or not), or a warning on a `should` case (the rule the advisory broke is a
-/// SHOULD of the protocol). A stale baseline entry passed: not reproduced.
-pub fn reproduces(verdict: TrialVerdict, level: Level) -> bool {
-    match verdict {
+/// The oracles whose failure shows a target did what an advisory describes: it served what it
+/// had to refuse, ran the denied tool, forwarded what it had to hold, spent unbounded memory, or
+/// served a request smuggled behind another. A refusal with the wrong status, error code, id or
+/// shape is a finding of its own, not the advisory's bug.
+const OPENING_CHECKS: &[&str] = &["outcome", "canary", "forwarded", "resources", "framing"];
+
+/// Whether a trial shows the target open to the advisories its case cites: a failure (known to
+/// the baseline or not), or a warning on a `should` case (the rule the advisory broke is a
+/// SHOULD of the protocol), with a finding of an [`OPENING_CHECKS`] oracle among what did not
+/// pass (`checks`).
+pub fn reproduces<'a>(
+    verdict: TrialVerdict,
+    level: Level,
+    mut checks: impl Iterator<Item = &'a str>,
+) -> bool {
+    let counted = match verdict {
         TrialVerdict::Fail | TrialVerdict::Known => true,
         TrialVerdict::Warn => level == Level::Should,
         TrialVerdict::Pass | TrialVerdict::Skip | TrialVerdict::Stale => false,
-    }
+    };
+    counted && checks.any(|c| OPENING_CHECKS.contains(&c))
+}
+
+/// The oracles of a record's findings that did not pass.
+fn unpassed(r: &Record) -> impl Iterator<Item = &'static str> + '_ {
+    r.findings
+        .iter()
+        .filter(|f| f.status != Status::Pass)
+        .map(|f| f.check.as_str())
 }
 
 /// The end of a run's list of advisories: which ones the target reproduced (with the case and
@@ -323,6 +343,8 @@ pub fn advisory_summary(records: &[Record]) -> String {
         /// Case id -> the lanes where it reproduced the advisory.
         by: BTreeMap<String, BTreeSet<String>>,
         tested: bool,
+        /// A case citing it failed on other oracles only (a refusal's status or shape).
+        otherwise: bool,
     }
     let mut seen: BTreeMap<&'static str, Seen> = BTreeMap::new();
     for r in records {
@@ -332,7 +354,8 @@ pub fn advisory_summary(records: &[Record]) -> String {
             };
             let entry = seen.entry(a.id.as_str()).or_default();
             entry.tested |= r.verdict != TrialVerdict::Skip;
-            if reproduces(r.verdict, r.level) {
+            entry.otherwise |= matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known);
+            if reproduces(r.verdict, r.level, unpassed(r)) {
                 // The lane with its version, even when the run had one version only.
                 let lane = match (&r.lane_version, r.version.is_empty()) {
                     (None, false) => format!("{} {}", kind_of(r), r.version),
@@ -379,6 +402,17 @@ pub fn advisory_summary(records: &[Record]) -> String {
     if !clean.is_empty() {
         out.push_str(&format!("  not reproduced: {}\n", clean.join(", ")));
     }
+    let otherwise: Vec<&str> = seen
+        .iter()
+        .filter(|(_, s)| s.by.is_empty() && s.otherwise)
+        .map(|(id, _)| *id)
+        .collect();
+    if !otherwise.is_empty() {
+        out.push_str(&format!(
+            "    (cases citing {} failed, but on how they refused, not on what they served: see their findings)\n",
+            otherwise.join(", ")
+        ));
+    }
     if !untested.is_empty() {
         out.push_str(&format!(
             "  not tested (no case citing them applies here): {}\n",
@@ -393,7 +427,13 @@ pub fn advisory_summary(records: &[Record]) -> String {
 pub fn advisory_listing(catalogue: &crate::case::Catalogue) -> String {
     let mut out = String::new();
     for a in crate::advisory::catalogue() {
-        out.push_str(&format!("{}\n  {}\n  {}\n  {}\n", a.ids(), a.affects(), a.summary, a.url));
+        out.push_str(&format!(
+            "{}\n  {}\n  {}\n  {}\n",
+            a.ids(),
+            a.affects(),
+            a.summary,
+            a.url
+        ));
         let cases: Vec<&str> = catalogue
             .cases
             .iter()
@@ -512,6 +552,49 @@ fn xml(text: &str) -> String {
     out
 }
 
+/// A JUnit testcase's children: the advisory properties, and the failure, skip or output.
+fn testcase_body(r: &Record) -> (String, String) {
+    let first = r.findings.first().map_or(String::new(), |f| {
+        format!("[{}] {}", f.check.as_str(), f.message)
+    });
+    // The advisories the case reproduces, as properties (JUnit readers show them).
+    let props: String = r
+        .advisories
+        .iter()
+        .map(|a| {
+            format!(
+                "\n        <property name=\"advisory\" value=\"{}\"/>",
+                xml(a)
+            )
+        })
+        .collect();
+    let props = if props.is_empty() {
+        props
+    } else {
+        format!("\n      <properties>{props}\n      </properties>")
+    };
+    let inner = match r.verdict {
+        TrialVerdict::Fail | TrialVerdict::Stale => {
+            let body = r.explanation.clone().unwrap_or_else(|| first.clone());
+            format!(
+                "\n      <failure message=\"{}\" type=\"{}\">{}</failure>",
+                xml(&first),
+                xml(r.verdict.as_str()),
+                xml(&body)
+            )
+        }
+        TrialVerdict::Skip => {
+            "\n      <skipped message=\"not applicable to this target\"/>".to_string()
+        }
+        TrialVerdict::Warn | TrialVerdict::Known => format!(
+            "\n      <system-out>{}</system-out>",
+            xml(&format!("{}: {first}", r.verdict))
+        ),
+        TrialVerdict::Pass => String::new(),
+    };
+    (props, inner)
+}
+
 /// JUnit XML: one `testsuite` per lane (profile and transport), one `testcase` per trial;
 /// failures (and stale baseline entries) carry the explanation, not-applicable cases are skipped.
 pub fn junit(info: &RunInfo, records: &[Record]) -> String {
@@ -550,39 +633,7 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
                 xml(&r.id),
                 r.elapsed_ms as f64 / 1000.0
             ));
-            let first = r.findings.first().map_or(String::new(), |f| {
-                format!("[{}] {}", f.check.as_str(), f.message)
-            });
-            // The advisories the case reproduces, as properties (JUnit readers show them).
-            let props: String = r
-                .advisories
-                .iter()
-                .map(|a| format!("\n        <property name=\"advisory\" value=\"{}\"/>", xml(a)))
-                .collect();
-            let props = if props.is_empty() {
-                props
-            } else {
-                format!("\n      <properties>{props}\n      </properties>")
-            };
-            let inner = match r.verdict {
-                TrialVerdict::Fail | TrialVerdict::Stale => {
-                    let body = r.explanation.clone().unwrap_or_else(|| first.clone());
-                    format!(
-                        "\n      <failure message=\"{}\" type=\"{}\">{}</failure>",
-                        xml(&first),
-                        xml(r.verdict.as_str()),
-                        xml(&body)
-                    )
-                }
-                TrialVerdict::Skip => {
-                    "\n      <skipped message=\"not applicable to this target\"/>".to_string()
-                }
-                TrialVerdict::Warn | TrialVerdict::Known => format!(
-                    "\n      <system-out>{}</system-out>",
-                    xml(&format!("{}: {first}", r.verdict))
-                ),
-                TrialVerdict::Pass => String::new(),
-            };
+            let (props, inner) = testcase_body(r);
             if props.is_empty() && inner.is_empty() {
                 out.push_str("/>\n");
             } else {
@@ -619,6 +670,9 @@ pub struct ReportRow {
     pub advisories: Vec<String>,
     #[serde(default = "must")]
     pub level: Level,
+    /// The findings' oracles and statuses (their messages are not needed here).
+    #[serde(default)]
+    pub findings: Vec<FindingRow>,
     #[serde(default)]
     pub downstream: Option<String>,
     #[serde(default)]
@@ -626,6 +680,13 @@ pub struct ReportRow {
     /// The version the row's case spoke (absent in reports older than versions).
     #[serde(default)]
     pub version: String,
+}
+
+/// A finding read back: which oracle, and whether it passed, warned or failed.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FindingRow {
+    pub check: String,
+    pub status: String,
 }
 
 fn must() -> Level {
@@ -716,8 +777,10 @@ impl MatrixRow {
 fn advisory_columns(
     reports: &[(String, ReportFile)],
 ) -> Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)> {
-    let mut out: std::collections::BTreeMap<&'static str, (&'static crate::advisory::Advisory, Vec<Option<bool>>)> =
-        Default::default();
+    let mut out: std::collections::BTreeMap<
+        &'static str,
+        (&'static crate::advisory::Advisory, Vec<Option<bool>>),
+    > = Default::default();
     for (col, (_, r)) in reports.iter().enumerate() {
         for row in &r.results {
             for cited in &row.advisories {
@@ -729,8 +792,13 @@ fn advisory_columns(
                     .or_insert_with(|| (a, vec![None; reports.len()]))
                     .1;
                 if row.verdict != TrialVerdict::Skip {
+                    let checks = row
+                        .findings
+                        .iter()
+                        .filter(|f| f.status != "pass")
+                        .map(|f| f.check.as_str());
                     let was = cells[col].unwrap_or(false);
-                    cells[col] = Some(was || reproduces(row.verdict, row.level));
+                    cells[col] = Some(was || reproduces(row.verdict, row.level, checks));
                 }
             }
         }
@@ -817,12 +885,7 @@ impl Matrix {
         }
         out.push('\n');
         for row in &self.rows {
-            out.push_str(&format!(
-                "| [{}] {} | {} |",
-                row.lane,
-                row.id,
-                row.cites()
-            ));
+            out.push_str(&format!("| [{}] {} | {} |", row.lane, row.id, row.cites()));
             for c in &row.cells {
                 out.push_str(&format!(" {} |", c.markdown()));
             }

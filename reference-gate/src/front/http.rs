@@ -277,7 +277,6 @@ impl HttpFront {
             return match self.principal(&parts.headers) {
                 Ok(principal) => Ok(Credentials {
                     principal,
-                    scopes: None,
                     ..Credentials::default()
                 }),
                 Err(()) => Err(self.refuse(StatusCode::UNAUTHORIZED, "Unauthorized")),
@@ -302,7 +301,10 @@ impl HttpFront {
                 scopes: Some(v.scopes),
                 #[cfg(feature = "faults")]
                 scopes_unchecked: auth.skips_scopes_for(
-                    parts.headers.get("mcp-protocol-version").map(HeaderValue::as_bytes),
+                    parts
+                        .headers
+                        .get("mcp-protocol-version")
+                        .map(HeaderValue::as_bytes),
                 ),
             }),
             Err(refusal) => {
