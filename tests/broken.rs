@@ -33,10 +33,11 @@ const MODES: &[&str] = &[
     "legacy-batch",
     "plain-refusals",
     "get-stream",
+    "shared-transport",
 ];
 
 /// Modes that only an HTTP witness has (their stdio run would be the plain witness's).
-const HTTP_ONLY: &[&str] = &["plain-refusals", "get-stream"];
+const HTTP_ONLY: &[&str] = &["plain-refusals", "get-stream", "shared-transport"];
 
 /// Modes whose bug shows only on a server that keeps no sessions: their witness is `--stateless`.
 const STATELESS: &[&str] = &["get-stream"];
@@ -66,10 +67,12 @@ fn failing(mode: &str) -> Vec<Failing> {
     // A mute server never answers: every deadline scaled down to a twentieth (cases 0.5 s, the
     // 1 GiB ones 3 s, probes 0.25 s) and many jobs keep this run short; every case fails
     // whatever the machine's speed, since nothing ever comes back.
-    let (scale, jobs) = if mode == "mute" {
-        ("0.05", "16")
-    } else {
-        ("1", "2")
+    // `shared-transport` swaps the answers of any two requests with one id in flight at once:
+    // one trial at a time, so that only a `clients` case's own clients meet.
+    let (scale, jobs) = match mode {
+        "mute" => ("0.05", "16"),
+        "shared-transport" => ("1", "1"),
+        _ => ("1", "2"),
     };
     let witness = if STATELESS.contains(&mode) {
         HttpWitness::start_with(&["--broken", mode, "--stateless"])
@@ -132,6 +135,7 @@ broken_mode! {
     batches_for_a_2025_03_26_claim => "legacy-batch",
     refuses_in_plain_text => "plain-refusals",
     streams_nothing_on_get_without_sessions => "get-stream",
+    routes_answers_by_id_alone => "shared-transport",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -196,6 +196,46 @@ fn advisory_ids_are_checked_by_shape_and_against_the_catalogue() {
 }
 
 #[test]
+fn concurrent_clients_need_http_a_mark_each_and_a_count_in_range() {
+    const CLIENTS: &str = r#"{"title": "t", "requirements": ["MCP-HTTP-SSE-01"],
+        "transports": ["http"], "clients": 4,
+        "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "{{allowed_tool}}", "arguments": {"text": "{{client}}"}}}}},
+        "expect": {"outcome": "accept"}}"#;
+    let case = parse_case("x.json", CLIENTS).expect("a clients case");
+    assert_eq!(case.clients, Some(4));
+    let invalid = |text: &str, why: &str| {
+        assert!(
+            matches!(parse_case("x.json", text), Err(CaseError::Invalid { .. })),
+            "{why}"
+        )
+    };
+    invalid(
+        &CLIENTS.replace("\"clients\": 4", "\"clients\": 1"),
+        "one client",
+    );
+    invalid(
+        &CLIENTS.replace("\"clients\": 4", "\"clients\": 17"),
+        "seventeen clients",
+    );
+    invalid(
+        &CLIENTS.replace(
+            "\"transports\": [\"http\"]",
+            "\"transports\": [\"http\", \"stdio\"]",
+        ),
+        "a stdio process has one client",
+    );
+    invalid(
+        &CLIENTS.replace("{{client}}", "hi"),
+        "no mark to tell answers apart",
+    );
+    invalid(
+        &CLIENTS.replace("\"clients\": 4,", ""),
+        "a mark without clients",
+    );
+}
+
+#[test]
 fn unknown_placeholder_is_refused() {
     let text = GOOD.replace("\"ping\"", "\"{{denied_tol}}\"");
     assert!(matches!(

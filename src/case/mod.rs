@@ -43,6 +43,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "meta_tool_key",
     "meta_arguments_key",
     "meta_arguments_open",
+    "client",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -607,6 +608,42 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     }
     if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
+    }
+    validate_clients(path, text, spec)
+}
+
+/// Concurrent clients: 2 to 16, over HTTP, each with a mark of its own in what it sends.
+fn validate_clients(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    let Some(n) = spec.clients else {
+        return if text.contains("{{client}}") {
+            Err(invalid(
+                path,
+                "`{{client}}` is a client's mark: it needs `clients`",
+            ))
+        } else {
+            Ok(())
+        };
+    };
+    if !(2..=16).contains(&n) {
+        return Err(invalid(path, "`clients` must be 2..=16"));
+    }
+    if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
+        return Err(invalid(
+            path,
+            "a `clients` case needs `\"transports\": [\"http\"]` (a stdio process has one client)",
+        ));
+    }
+    if spec.request.raw_http.is_some() || spec.caller.is_some() {
+        return Err(invalid(
+            path,
+            "a `clients` case sends a request the runner builds, as the run's principal",
+        ));
+    }
+    if !text.contains("{{client}}") {
+        return Err(invalid(
+            path,
+            "a `clients` case writes `{{client}}` in its request: without a mark, crossed answers cannot be told apart",
+        ));
     }
     Ok(())
 }

@@ -208,6 +208,14 @@ pub struct CaseSpec {
     /// `--granted-principal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<Caller>,
+    /// HTTP: the request is sent by this many clients at once (2 to 16), each on its own
+    /// connection and, where the lane has them, its own handshake and session, each writing
+    /// `{{client}}` as its own mark; all use the ids the case writes, as SDK clients' ids
+    /// collide. Each must get its own answer and nothing of another's (the `crossed` check);
+    /// the first client's answer is judged by `expect` as any case's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 16))]
+    pub clients: Option<u8>,
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]

@@ -305,8 +305,16 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
 /// The oracles whose failure shows a target did what an advisory describes: it served what it
 /// had to refuse, ran the denied tool, forwarded what it had to hold, spent unbounded memory, or
 /// served a request smuggled behind another. A refusal with the wrong status, error code, id or
-/// shape is a finding of its own, not the advisory's bug.
-const OPENING_CHECKS: &[&str] = &["outcome", "canary", "forwarded", "resources", "framing"];
+/// shape is a finding of its own, not the advisory's bug. An answer that reached another client
+/// (or none) is the bug of CVE-2026-25536.
+const OPENING_CHECKS: &[&str] = &[
+    "outcome",
+    "canary",
+    "forwarded",
+    "resources",
+    "framing",
+    "crossed",
+];
 
 /// Whether a trial shows the target open to the advisories its case cites: a failure (known to
 /// the baseline or not), or a warning on a `should` case (the rule the advisory broke is a
@@ -333,28 +341,39 @@ fn unpassed(r: &Record) -> impl Iterator<Item = &'static str> + '_ {
         .map(|f| f.check.as_str())
 }
 
+/// Whether a trial's case went out at all: one whose handshake failed tested nothing.
+fn was_sent(r: &Record) -> bool {
+    !r.findings
+        .iter()
+        .any(|f| f.check == crate::verdict::Check::Setup)
+}
+
 /// The end of a run's list of advisories: which ones the target reproduced (with the case and
 /// the lanes and versions where it did), which its trials tested without reproducing, and which
 /// none of its trials could test. Empty when no trial's case cites an advisory.
-pub fn advisory_summary(records: &[Record]) -> String {
-    use std::collections::{BTreeMap, BTreeSet};
-    #[derive(Default)]
-    struct Seen {
-        /// Case id -> the lanes where it reproduced the advisory.
-        by: BTreeMap<String, BTreeSet<String>>,
-        tested: bool,
-        /// A case citing it failed on other oracles only (a refusal's status or shape).
-        otherwise: bool,
-    }
-    let mut seen: BTreeMap<&'static str, Seen> = BTreeMap::new();
+/// What a run's trials showed of one advisory.
+#[derive(Default)]
+struct AdvisorySeen {
+    /// Case id -> the lanes where it reproduced the advisory.
+    by: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    tested: bool,
+    /// A case citing it failed on other oracles only (a refusal's status or shape).
+    otherwise: bool,
+}
+
+/// Each advisory the records' cases cite, by its catalogue id, with what the trials showed.
+fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static str, AdvisorySeen> {
+    let mut seen: std::collections::BTreeMap<&'static str, AdvisorySeen> = Default::default();
     for r in records {
         for cited in &r.advisories {
             let Some(a) = crate::advisory::find(cited) else {
                 continue;
             };
             let entry = seen.entry(a.id.as_str()).or_default();
-            entry.tested |= r.verdict != TrialVerdict::Skip;
-            entry.otherwise |= matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known);
+            let sent = was_sent(r);
+            entry.tested |= r.verdict != TrialVerdict::Skip && sent;
+            entry.otherwise |=
+                sent && matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known);
             if reproduces(r.verdict, r.level, unpassed(r)) {
                 // The lane with its version, even when the run had one version only.
                 let lane = match (&r.lane_version, r.version.is_empty()) {
@@ -365,6 +384,11 @@ pub fn advisory_summary(records: &[Record]) -> String {
             }
         }
     }
+    seen
+}
+
+pub fn advisory_summary(records: &[Record]) -> String {
+    let seen = advisories_seen(records);
     if seen.is_empty() {
         return String::new();
     }
@@ -415,7 +439,7 @@ pub fn advisory_summary(records: &[Record]) -> String {
     }
     if !untested.is_empty() {
         out.push_str(&format!(
-            "  not tested (no case citing them applies here): {}\n",
+            "  not tested (no case citing them applies here, or none could be sent): {}\n",
             untested.join(", ")
         ));
     }

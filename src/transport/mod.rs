@@ -145,6 +145,32 @@ pub struct Observation {
     /// What the target appended to `--canary-log` during the case (the denied tool's side
     /// channel), when a log is watched.
     pub canary_log: Option<String>,
+    /// A `clients` case: every client's mark and what each of the others saw (the first
+    /// client's answer is this observation's own).
+    pub clients: Option<ClientsSeen>,
+}
+
+/// What the clients of a `clients` case sent and got.
+#[derive(Debug, Clone, Default)]
+pub struct ClientsSeen {
+    /// Each client's `{{client}}`, the first client's first: unique in the trial, none a part
+    /// of another.
+    pub marks: Vec<String>,
+    /// The second client's answer onwards.
+    pub others: Vec<ClientAnswer>,
+}
+
+/// One further client's answer in a `clients` case.
+#[derive(Debug, Clone)]
+pub struct ClientAnswer {
+    /// Its handshake was refused or failed: it sent nothing else.
+    pub setup_error: Option<String>,
+    pub ending: Ending,
+    pub status: Option<u16>,
+    /// The JSON-RPC messages in its answer.
+    pub messages: Vec<Value>,
+    /// Its answer's body (lossy UTF-8, bounded), where another client's mark would show.
+    pub text: String,
 }
 
 /// A further HTTP response read on a connection after the first one.
@@ -202,6 +228,7 @@ impl Observation {
             trailing_answers: Vec::new(),
             canary_log: None,
             memory_growth_kib: None,
+            clients: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod answer;
 mod canary;
+mod clients;
 mod effects;
 mod forwarded;
 pub mod leak;
@@ -48,6 +49,8 @@ pub enum Check {
     Resources,
     /// The `WWW-Authenticate` challenge of an authorization refusal.
     Challenge,
+    /// A `clients` case: an answer reached a client other than the one that asked, or none.
+    Crossed,
 }
 
 impl Check {
@@ -67,6 +70,7 @@ impl Check {
             Check::Framing => "framing",
             Check::Resources => "resources",
             Check::Challenge => "challenge",
+            Check::Crossed => "crossed",
         }
     }
 }
@@ -384,13 +388,14 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.server_requests();
     j.alive();
     j.resources();
+    j.crossed();
     j.leaks();
     j.verdict(observed)
 }
 
 /// One judgement in progress: the case, what was seen, the expectation in force, and the
 /// findings so far. Each oracle family is a method (in `answer.rs`, `shape.rs`, `canary.rs`,
-/// `forwarded.rs`, `effects.rs` and `leak.rs`).
+/// `forwarded.rs`, `effects.rs`, `clients.rs` and `leak.rs`).
 struct Judge<'a> {
     case: &'a Case,
     obs: &'a Observation,

@@ -486,7 +486,14 @@ async fn post(
         headers.get(VERSION).map(|v| v.to_str().unwrap_or("")),
         None | Some("2025-03-26")
     );
-    let reply = w.handle_body(&body, &mut conv);
+    let mut reply = w.handle_body(&body, &mut conv);
+    if w.config.is(Broken::SharedTransport)
+        && read.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"))
+    {
+        if let Reply::Message(m) = reply {
+            reply = Reply::Message(w.cross(m).await);
+        }
+    }
     let mut answer = render(w, headers, reply, lax).await?;
     if is_initialize && session.is_none() && !stateless {
         if let Some(version) = conv.negotiated.clone() {

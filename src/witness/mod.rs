@@ -91,6 +91,11 @@ pub enum Broken {
     /// HTTP: answers a message it cannot read or accept with `400 text/plain` "Bad Request"
     /// instead of a JSON-RPC error (the refusal is right, its body is not what MCP answers).
     PlainRefusals,
+    /// HTTP: one transport shared by every client, answers routed by JSON-RPC id alone (the
+    /// TypeScript SDK's stateless transport reused across requests, CVE-2026-25536): a tool
+    /// call's answer waits up to 150 ms for another request with the same id, and the two are
+    /// swapped, each client getting the other's.
+    SharedTransport,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -229,7 +234,12 @@ pub struct Witness {
     sessions: Mutex<HashMap<String, Conversation>>,
     /// HTTP with `auth`: the token subject that opened each session.
     owners: Mutex<HashMap<String, String>>,
+    /// `shared-transport`: tool answers waiting for another request with the same id, by id.
+    crossing: Mutex<HashMap<String, (Value, tokio::sync::oneshot::Sender<Value>)>>,
 }
+
+/// How long a `shared-transport` answer waits for a request with the same id to swap with.
+const PARTNER_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl Witness {
     pub fn new(config: WitnessConfig, recorder: Recorder) -> Witness {
@@ -238,6 +248,36 @@ impl Witness {
             recorder,
             sessions: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
+            crossing: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `shared-transport`: the answer to give a request whose own answer is `answer`. If another
+    /// request with the same id is waiting, the two answers are swapped; otherwise this one
+    /// waits up to [`PARTNER_WAIT`] for such a request, and keeps its own answer if none comes.
+    pub async fn cross(&self, answer: Value) -> Value {
+        let Some(key) = answer.get("id").map(Value::to_string) else {
+            return answer;
+        };
+        let rx = {
+            let mut waiting = crate::sync::lock(&self.crossing);
+            if let Some((theirs, tx)) = waiting.remove(&key) {
+                return match tx.send(answer) {
+                    Ok(()) => theirs,
+                    // It stopped waiting: each keeps its own.
+                    Err(own) => own,
+                };
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            waiting.insert(key.clone(), (answer.clone(), tx));
+            rx
+        };
+        match tokio::time::timeout(PARTNER_WAIT, rx).await {
+            Ok(Ok(theirs)) => theirs,
+            _ => {
+                crate::sync::lock(&self.crossing).remove(&key);
+                answer
+            }
         }
     }
 

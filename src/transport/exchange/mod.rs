@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod clients;
 mod over_http;
 mod over_stdio;
 mod probe;

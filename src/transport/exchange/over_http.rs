@@ -1,5 +1,6 @@
 //! A case over HTTP: the handshake (legacy lanes), the request, the answer, the alive probe.
 
+use super::clients;
 use super::*;
 
 /// The headers every runner request starts with. `own` is a runner-made message (ping,
@@ -245,32 +246,43 @@ pub(super) async fn run_http(
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());
     }
+    // A `clients` case: the first client's mark here, the others' in their own requests.
+    let marks = spec.clients.map(clients::marks);
+    if let Some(m) = &marks {
+        ph.set("client", m[0].clone());
+    }
     let req = &spec.request;
     let method = req.method.clone().unwrap_or_else(|| "POST".into());
+    let sent = Sent {
+        url,
+        settings,
+        handshake: hs.as_ref(),
+        modern,
+        placeholders: &ph,
+        method: &method,
+        caller: spec.caller,
+    };
     let wire = match &req.raw_http {
         Some(raw) => {
             obs.expects_response = true;
             Wire::Raw(ph.apply(raw).into_bytes())
         }
-        None => {
-            let sent = Sent {
-                url,
-                settings,
-                handshake: hs.as_ref(),
-                modern,
-                placeholders: &ph,
-                method: &method,
-                caller: spec.caller,
-            };
-            sent.request(req, &mut obs)
-        }
+        None => sent.request(req, &mut obs),
+    };
+    let others = match &marks {
+        Some(m) => clients::prepare(case, &sent, &m[1..], deadline).await,
+        None => Vec::new(),
     };
     let mark = witness.map(WitnessView::mark);
+    let in_flight = clients::send(url, others, deadline);
     match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
         Ok(resp) => read_response(&mut obs, &resp),
         Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
         Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
         Err(_) => obs.ending = Ending::Closed,
+    }
+    if let Some(m) = marks {
+        obs.clients = Some(clients::collect(m, in_flight).await);
     }
     if let (Some(w), Some(mark)) = (witness, mark) {
         obs.witness = Some(w.since(mark));
@@ -284,23 +296,24 @@ pub(super) async fn run_http(
 }
 
 /// What a case's HTTP request is made from besides the case itself.
-struct Sent<'a> {
-    url: &'a HttpUrl,
-    settings: &'a Settings,
-    handshake: Option<&'a Handshake>,
+#[derive(Clone, Copy)]
+pub(super) struct Sent<'a> {
+    pub(super) url: &'a HttpUrl,
+    pub(super) settings: &'a Settings,
+    pub(super) handshake: Option<&'a Handshake>,
     /// The modern version spoken, when the lane is modern.
-    modern: Option<&'a str>,
-    placeholders: &'a Placeholders,
-    method: &'a str,
+    pub(super) modern: Option<&'a str>,
+    pub(super) placeholders: &'a Placeholders,
+    pub(super) method: &'a str,
     /// Who the case says is calling (`identity/` cases).
-    caller: Option<crate::case::Caller>,
+    pub(super) caller: Option<crate::case::Caller>,
 }
 
 impl Sent<'_> {
     /// The request a (non-raw) case sends: its body, the runner's standard headers (with the
     /// mirrored 2026-07-28 headers on a modern lane), framing headers unless the case writes
     /// them, then the case's own headers over all of them. Notes on `obs` what was sent.
-    fn request(&self, req: &crate::case::RequestSpec, obs: &mut Observation) -> Wire {
+    pub(super) fn request(&self, req: &crate::case::RequestSpec, obs: &mut Observation) -> Wire {
         let (ph, method) = (self.placeholders, self.method);
         let body = case_body(
             ph,
