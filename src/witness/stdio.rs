@@ -82,6 +82,10 @@ where
         }
         if overflow {
             overflow = false;
+            if cfg.is(Broken::Mute) {
+                // Mute means mute: not even the refusal of a line too long is written.
+                continue;
+            }
             let err = json!({"jsonrpc": "2.0", "id": null,
                              "error": {"code": -32600, "message": "Invalid Request: message too large"}});
             write_line(&mut output, &err.to_string()).await?;
