@@ -132,6 +132,7 @@ const BROKEN: &[&str] = &[
     "matches-resource-uris-as-spelled",
     "forwards-any-response",
     "relays-server-requests",
+    "unpoliced-routes",
 ];
 
 /// Allow unless a rule denies: what a gate with an allow-by-default policy does.
@@ -226,6 +227,18 @@ fn takes_any_media_type() {
         "takes-any-media-type",
         Faults {
             any_media_type: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn serves_other_spellings_of_the_endpoint_unchecked() {
+    check(
+        "unpoliced-routes",
+        Faults {
+            unpoliced_routes: true,
             ..Faults::default()
         },
         rules(),

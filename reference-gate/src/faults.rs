@@ -105,6 +105,10 @@ pub struct Faults {
     pub relay_server_requests: bool,
     /// A client's response is forwarded under whatever id it names, outstanding or not.
     pub any_response_id: bool,
+    /// HTTP front: the checks hang on the request target as written (`/mcp` exactly) while the
+    /// router serves every spelling of the endpoint (`/mcp/`, `/MCP`, `//mcp`, `/mcp;x`,
+    /// `/mcp?x=1`): those POSTs go to the downstream as they came, unchecked and unpoliced.
+    pub unpoliced_routes: bool,
 }
 
 /// Without the feature: no defect at all, as constants.
@@ -144,6 +148,7 @@ impl Faults {
         raw_uri_match: false,
         relay_server_requests: false,
         any_response_id: false,
+        unpoliced_routes: false,
     };
     #[cfg(not(feature = "faults"))]
     pub(crate) const NONE: Faults = Faults;

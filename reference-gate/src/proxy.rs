@@ -320,6 +320,32 @@ impl Proxy {
         })
     }
 
+    /// The `unpoliced_routes` fault: a POST on another spelling of the endpoint goes to the
+    /// downstream as it came, through the client's downstream session when it names one, with
+    /// no parse and no policy; the downstream's answer comes back as it is. Not compiled
+    /// without the `faults` feature.
+    #[cfg(feature = "faults")]
+    pub(crate) async fn route_fault(
+        &self,
+        server_id: &str,
+        session: Option<&Arc<Session>>,
+        raw: &[u8],
+    ) -> Option<Vec<u8>> {
+        let downstream = match session {
+            Some(s) => s.open().await.ok().flatten(),
+            None => None,
+        };
+        let Some(d) = downstream else {
+            return self.forwarder.forward(server_id, raw, true).await.ok();
+        };
+        let mut events = d.send(raw, true).await.ok()?;
+        let mut last = None;
+        while let Some(Ok(event)) = events.recv().await {
+            last = Some(event.data);
+        }
+        last
+    }
+
     /// Whether `raw` is a well-formed response (a client answering a server request).
     pub fn is_reply(&self, raw: &[u8]) -> bool {
         matches!(

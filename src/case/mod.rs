@@ -30,6 +30,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "allowed_tool_b64",
     "host",
     "path",
+    "path_upper",
     "code_malformed",
     "code_denied",
     "code_downstream",
@@ -715,12 +716,14 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         }
     }
     if let Some(p) = &req.path {
-        // `{{path}}` (the target's own path) may start it: a case adds a query to it.
-        let rooted = p.starts_with('/') || p.starts_with("{{path}}");
+        // `{{path}}` or `{{path_upper}}` (the target's own path, as it is or in capitals) may
+        // start it: a case adds a query or another spelling to it.
+        let rooted =
+            p.starts_with('/') || p.starts_with("{{path}}") || p.starts_with("{{path_upper}}");
         if !rooted || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(invalid(
                 path,
-                "`path` must start with `/` or `{{path}}` and hold no spaces or controls",
+                "`path` must start with `/`, `{{path}}` or `{{path_upper}}` and hold no spaces or controls",
             ));
         }
     }

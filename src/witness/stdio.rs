@@ -82,13 +82,7 @@ where
         }
         if overflow {
             overflow = false;
-            if cfg.is(Broken::Mute) {
-                // Mute means mute: not even the refusal of a line too long is written.
-                continue;
-            }
-            let err = json!({"jsonrpc": "2.0", "id": null,
-                             "error": {"code": -32600, "message": "Invalid Request: message too large"}});
-            write_line(&mut output, &err.to_string()).await?;
+            refuse_too_large(cfg, &mut output).await?;
             continue;
         }
         let mut l = std::mem::take(&mut line);
@@ -105,6 +99,19 @@ where
         }
         handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
     }
+}
+
+/// The refusal of a line too long (`-32600`, id null); mute means mute: not even that.
+async fn refuse_too_large<W: AsyncWrite + Unpin>(
+    cfg: &super::WitnessConfig,
+    output: &mut W,
+) -> std::io::Result<()> {
+    if cfg.is(Broken::Mute) {
+        return Ok(());
+    }
+    let err = json!({"jsonrpc": "2.0", "id": null,
+                     "error": {"code": -32600, "message": "Invalid Request: message too large"}});
+    write_line(output, &err.to_string()).await
 }
 
 async fn handle_line<W: AsyncWrite + Unpin>(

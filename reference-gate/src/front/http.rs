@@ -460,6 +460,13 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     if let Some(answer) = front.metadata(&parts) {
         return answer;
     }
+    #[cfg(feature = "faults")]
+    if parts.method == Method::POST
+        && front.proxy.faults().unpoliced_routes
+        && route_variant(&parts.uri)
+    {
+        return unpoliced_route(front, headers, body).await;
+    }
     if parts.uri.path() != PATH {
         return front.refuse(StatusCode::NOT_FOUND, "Not Found");
     }
@@ -731,6 +738,52 @@ fn sse_answer(rx: tokio::sync::mpsc::Receiver<Relayed>) -> Answer {
     r.headers_mut()
         .insert("cache-control", HeaderValue::from_static("no-cache"));
     r
+}
+
+/// Another spelling of the endpoint than `PATH` as written: the same path once letters are
+/// folded, `;` parameters dropped, repeated and trailing slashes removed (a query makes the
+/// request target differ too). What the `unpoliced_routes` fault serves unchecked.
+#[cfg(feature = "faults")]
+fn route_variant(uri: &hyper::Uri) -> bool {
+    let written = uri.path_and_query().map_or("", |p| p.as_str());
+    let folded: Vec<String> = uri
+        .path()
+        .split('/')
+        .map(|seg| seg.split(';').next().unwrap_or("").to_ascii_lowercase())
+        .filter(|seg| !seg.is_empty())
+        .collect();
+    written != PATH && format!("/{}", folded.join("/")) == PATH
+}
+
+/// The `unpoliced_routes` fault: the body goes to the downstream as it came (through the
+/// session the client names, if the front knows it), and its answer comes back as it is.
+#[cfg(feature = "faults")]
+async fn unpoliced_route(front: &HttpFront, headers: &HeaderMap, body: Incoming) -> Answer {
+    let Ok(raw) = read_body(
+        body,
+        front.proxy.limits().max_bytes,
+        front.settings.read_deadline,
+    )
+    .await
+    else {
+        return front.refuse(StatusCode::BAD_REQUEST, "Bad Request");
+    };
+    let state = match one(headers, SESSION) {
+        Ok(Some(id)) => front
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(id).map(|(_, state, _)| state.clone())),
+        _ => None,
+    };
+    match front
+        .proxy
+        .route_fault(&front.settings.server_id, state.as_ref(), &raw)
+        .await
+    {
+        Some(answer) => json_answer(StatusCode::OK, answer),
+        None => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
+    }
 }
 
 enum BodyError {

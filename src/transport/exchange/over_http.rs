@@ -241,7 +241,8 @@ pub(super) async fn run_http(
     };
     let mut ph = client_placeholders(settings);
     ph.set("host", url.authority())
-        .set("path", url.path.clone());
+        .set("path", url.path.clone())
+        .set("path_upper", path_upper(&url.path));
     if let Some(hs) = &hs {
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());
@@ -383,6 +384,15 @@ impl Sent<'_> {
             body,
             chunked: req.chunked,
         }
+    }
+}
+
+/// The target's path with its letters in capitals, its query (if the URL has one) as it is:
+/// `/mcp?k=v` becomes `/MCP?k=v`.
+fn path_upper(path: &str) -> String {
+    match path.split_once('?') {
+        Some((p, q)) => format!("{}?{q}", p.to_ascii_uppercase()),
+        None => path.to_ascii_uppercase(),
     }
 }
 
