@@ -150,9 +150,10 @@ impl Judge<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{judge, Context, Status, Verdict};
-    use crate::case::{parse_case, Case, Profile, Source, TransportKind};
-    use crate::settings::{CodeTable, DenyStyle};
+    use super::super::tests::ctx;
+    use super::super::{judge, Status, Verdict};
+    use crate::case::{parse_case, Case, Source, TransportKind};
+    use crate::settings::DenyStyle;
     use crate::transport::{ClientAnswer, ClientsSeen, Ending, HttpSeen, Observation};
     use serde_json::{json, Value};
 
@@ -161,23 +162,6 @@ mod tests {
         "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": "{{client}}"}}}}},
         "expect": {"outcome": "accept", "id": "echo"}}"#;
-
-    fn ctx() -> Context {
-        Context {
-            profile: Profile::Server,
-            strict: false,
-            transport: TransportKind::Http,
-            secrets: Vec::new(),
-            codes: CodeTable::LEGACY,
-            method: "POST".into(),
-            placeholders: crate::case::Placeholders::default(),
-            version: "2025-11-25".into(),
-            canary_text: "CANARY-EXECUTED".into(),
-            deny_style: DenyStyle::Error,
-            exact_codes: false,
-            identity_arguments: Vec::new(),
-        }
-    }
 
     fn echo(text: &str) -> Value {
         json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
@@ -223,7 +207,7 @@ mod tests {
             ],
             others,
         });
-        judge(&case, &obs, &ctx())
+        judge(&case, &obs, &ctx("2025-11-25", DenyStyle::Error))
     }
 
     fn crossed(v: &Verdict) -> Vec<Status> {

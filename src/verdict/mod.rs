@@ -556,7 +556,8 @@ mod tests {
         }
     }
 
-    fn ctx(version: &str, deny_style: DenyStyle) -> Context {
+    /// A server-profile HTTP context at `version` (the clients oracle's tests use it too).
+    pub(super) fn ctx(version: &str, deny_style: DenyStyle) -> Context {
         Context {
             profile: Profile::Server,
             strict: false,
