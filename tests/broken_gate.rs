@@ -133,6 +133,7 @@ const BROKEN: &[&str] = &[
     "forwards-any-response",
     "relays-server-requests",
     "unpoliced-routes",
+    "unpoliced-codings",
 ];
 
 /// Allow unless a rule denies: what a gate with an allow-by-default policy does.
@@ -239,6 +240,18 @@ fn serves_other_spellings_of_the_endpoint_unchecked() {
         "unpoliced-routes",
         Faults {
             unpoliced_routes: true,
+            ..Faults::default()
+        },
+        rules(),
+    );
+}
+
+#[test]
+fn forwards_coded_bodies_unchecked() {
+    check(
+        "unpoliced-codings",
+        Faults {
+            unpoliced_codings: true,
             ..Faults::default()
         },
         rules(),

@@ -196,6 +196,40 @@ fn advisory_ids_are_checked_by_shape_and_against_the_catalogue() {
 }
 
 #[test]
+fn a_content_coding_needs_http_and_a_body_the_runner_writes() {
+    const GZIP: &str = r#"{"title": "t", "requirements": ["HTTP-ST-415"],
+        "transports": ["http"], "request": {"content_encoding": "gzip",
+            "body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}},
+        "expect": {"outcome": "reject"}}"#;
+    let case = parse_case("x.json", GZIP).expect("a gzip case");
+    assert_eq!(
+        case.request.content_encoding,
+        Some(mcp_gauntlet::case::ContentCoding::Gzip)
+    );
+    let invalid = |text: &str, why: &str| {
+        assert!(
+            matches!(parse_case("x.json", text), Err(CaseError::Invalid { .. })),
+            "{why}"
+        )
+    };
+    invalid(
+        &GZIP.replace(r#""transports": ["http"], "#, ""),
+        "a coding on stdio too",
+    );
+    invalid(
+        &GZIP.replace(
+            r#""body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}"#,
+            r#""raw_http": "POST /mcp HTTP/1.1\r\n\r\n""#,
+        ),
+        "a coding on a raw request",
+    );
+    assert!(
+        parse_case("x.json", &GZIP.replace("\"gzip\"", "\"br\"")).is_err(),
+        "a coding the runner cannot write"
+    );
+}
+
+#[test]
 fn concurrent_clients_need_http_a_mark_each_and_a_count_in_range() {
     const CLIENTS: &str = r#"{"title": "t", "requirements": ["MCP-HTTP-SSE-01"],
         "transports": ["http"], "clients": 4,

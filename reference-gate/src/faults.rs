@@ -109,6 +109,10 @@ pub struct Faults {
     /// router serves every spelling of the endpoint (`/mcp/`, `/MCP`, `//mcp`, `/mcp;x`,
     /// `/mcp?x=1`): those POSTs go to the downstream as they came, unchecked and unpoliced.
     pub unpoliced_routes: bool,
+    /// HTTP front: a body with a `Content-Encoding` is not inspected (it does not parse as it
+    /// came) but goes to the downstream as it came, coding header and all, for a downstream that
+    /// decodes it to read and run.
+    pub unpoliced_codings: bool,
 }
 
 /// Without the feature: no defect at all, as constants.
@@ -149,6 +153,7 @@ impl Faults {
         relay_server_requests: false,
         any_response_id: false,
         unpoliced_routes: false,
+        unpoliced_codings: false,
     };
     #[cfg(not(feature = "faults"))]
     pub(crate) const NONE: Faults = Faults;

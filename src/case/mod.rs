@@ -693,8 +693,11 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
                 "`raw_http` replaces `method`, `path` and `headers`",
             ));
         }
-        if req.body.is_some() || req.chunked {
-            return Err(invalid(path, "`raw_http` replaces `body` and `chunked`"));
+        if req.body.is_some() || req.chunked || req.content_encoding.is_some() {
+            return Err(invalid(
+                path,
+                "`raw_http` replaces `body`, `chunked` and `content_encoding`",
+            ));
         }
         if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
             return Err(invalid(
@@ -702,6 +705,13 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
                 "a `raw_http` case needs `\"transports\": [\"http\"]`",
             ));
         }
+    }
+    if req.content_encoding.is_some() && spec.transports.as_deref() != Some(&[TransportKind::Http])
+    {
+        return Err(invalid(
+            path,
+            "a `content_encoding` case needs `\"transports\": [\"http\"]`",
+        ));
     }
     if let Some(m) = &req.method {
         if m.is_empty()

@@ -259,12 +259,33 @@ pub struct RequestSpec {
     pub body: Option<BodySpec>,
     #[serde(default)]
     pub chunked: bool,
+    /// HTTP: compress the body (after placeholders) with this content coding and send
+    /// `Content-Encoding` naming it (a `headers` entry can override or remove the header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_encoding: Option<ContentCoding>,
     #[serde(default)]
     pub raw_line: bool,
     #[serde(default)]
     pub close_input: bool,
     #[serde(default)]
     pub raw_http: Option<String>,
+}
+
+/// A content coding the runner can apply to a request body (RFC 9110 §8.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ContentCoding {
+    /// gzip (RFC 1952), as `Content-Encoding: gzip`.
+    Gzip,
+}
+
+impl ContentCoding {
+    /// The coding's name in `Content-Encoding`.
+    pub fn token(self) -> &'static str {
+        match self {
+            ContentCoding::Gzip => "gzip",
+        }
+    }
 }
 
 /// Exactly one body kind.

@@ -566,6 +566,26 @@ async fn post(
     if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
         return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
     }
+    if !identity_coded(headers) {
+        #[cfg(feature = "faults")]
+        if faults.unpoliced_codings {
+            let coding: Vec<(String, String)> = headers
+                .get_all("content-encoding")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(|v| ("content-encoding".to_string(), v.to_string()))
+                .collect();
+            return crate::forward::FAULT_HEADERS
+                .scope(coding, unpoliced_route(front, headers, body))
+                .await;
+        }
+        // The gate polices the bytes it reads and forwards only its own canonical bytes: a body
+        // it would have to decode first is refused before it is read (RFC 9110 §15.5.16).
+        let mut r = front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
+        r.headers_mut()
+            .insert("accept-encoding", HeaderValue::from_static("identity"));
+        return r;
+    }
     let limit = if faults.no_size_limit() {
         64 * 1024 * 1024
     } else {
@@ -784,6 +804,17 @@ async fn unpoliced_route(front: &HttpFront, headers: &HeaderMap, body: Incoming)
         Some(answer) => json_answer(StatusCode::OK, answer),
         None => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
     }
+}
+
+/// Whether the body comes without a content coding: no `Content-Encoding`, or only `identity`.
+fn identity_coded(headers: &HeaderMap) -> bool {
+    headers.get_all("content-encoding").iter().all(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',')
+                .map(str::trim)
+                .all(|c| c.is_empty() || c.eq_ignore_ascii_case("identity"))
+        })
+    })
 }
 
 enum BodyError {

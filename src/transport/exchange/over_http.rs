@@ -342,6 +342,15 @@ impl Sent<'_> {
                 headers.extend(versions::mirrored_headers(read));
             }
         }
+        // The coded body is what goes on the wire; what the endpoint should read in it (noted
+        // above, mirrored in the modern headers) is the body before coding.
+        let body = match req.content_encoding {
+            Some(coding) => {
+                headers.push(("content-encoding".into(), coding.token().into()));
+                body.encoded(coding)
+            }
+            None => body,
+        };
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         let has_body = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
         if !has_body {
