@@ -393,6 +393,10 @@ struct RunArgs {
     /// Write JUnit XML to FILE (one testcase per trial; failures carry the explanation).
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Write SARIF 2.1.0 to FILE, for code scanning (one rule per case, one result per failed or
+    /// warned trial, at the case file; fingerprints stable across runs).
+    #[arg(long)]
+    sarif: Option<PathBuf>,
     /// Known failures (format mcp-gauntlet-baseline/1; YAML when FILE ends in .yaml or .yml,
     /// JSON otherwise): listed failures pass, unlisted failures fail, listed cases that now pass
     /// fail as stale.
@@ -837,6 +841,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         total_timeout: Duration::from_secs(args.total_timeout.max(1)),
         report: args.report,
         junit: args.junit,
+        sarif: args.sarif,
         baseline: args.baseline,
         write_baseline: args.write_baseline,
         shard: args.shard,

@@ -32,6 +32,8 @@ pub struct RunOptions {
     pub report: Option<PathBuf>,
     /// JUnit XML output.
     pub junit: Option<PathBuf>,
+    /// SARIF 2.1.0 output (code scanning).
+    pub sarif: Option<PathBuf>,
     /// Known failures.
     pub baseline: Option<PathBuf>,
     /// Write the run's failures as a baseline.
@@ -68,6 +70,7 @@ impl Default for RunOptions {
             total_timeout: Duration::from_secs(1800),
             report: None,
             junit: None,
+            sarif: None,
             baseline: None,
             write_baseline: None,
             shard: None,
@@ -197,7 +200,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         strict: opts.strict,
         spelling: opts.settings.spelling(),
     };
-    write_outputs(&opts, &info, &records, &shared.secrets)?;
+    write_outputs(&opts, &info, &records, &catalogue, &shared.secrets)?;
     Ok(RunOutcome {
         failed: conclusion.has_failed(),
         records,
@@ -209,7 +212,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 /// without the files it wrote (a rerun must not overwrite the full reports with a partial
 /// one), then `--` and the libtest options that are not filters.
 fn rerun_command(opts: &RunOptions) -> Option<Vec<String>> {
-    const WRITES: &[&str] = &["--report", "--junit", "--write-baseline"];
+    const WRITES: &[&str] = &["--report", "--junit", "--sarif", "--write-baseline"];
     let base = opts.rerun_base.as_ref()?;
     let mut out = Vec::new();
     let mut words = base.iter();
@@ -577,11 +580,12 @@ impl OneTrial {
     }
 }
 
-/// The JSON report, JUnit XML and the written baseline, as the options ask.
+/// The JSON report, JUnit XML, SARIF and the written baseline, as the options ask.
 fn write_outputs(
     opts: &RunOptions,
     info: &RunInfo,
     records: &[Record],
+    catalogue: &Catalogue,
     secrets: &[String],
 ) -> Result<(), RunError> {
     let write = |path: &PathBuf, text: String| {
@@ -595,6 +599,9 @@ fn write_outputs(
     }
     if let Some(path) = &opts.junit {
         write(path, report::junit(info, records))?;
+    }
+    if let Some(path) = &opts.sarif {
+        write(path, report::sarif::sarif(info, records, catalogue))?;
     }
     if let Some(path) = &opts.write_baseline {
         let b = Baseline::of_failures(records, |m| report::redact(m, secrets));

@@ -481,3 +481,135 @@ fn advisory_selection_and_what_counts_as_reproduced() {
         ["outcome"].into_iter()
     ));
 }
+
+/// Run `mcp-gauntlet run ARGS --sarif FILE -- LIBTEST` and return the SARIF log read back.
+fn sarif_of(args: &[&str], libtest: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.sarif");
+    let out = Command::new(bin())
+        .arg("run")
+        .args(args)
+        .arg("--sarif")
+        .arg(&path)
+        .arg("--")
+        .args(libtest)
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("no SARIF: {}", String::from_utf8_lossy(&out.stderr)));
+    serde_json::from_str(&text).expect("SARIF is JSON")
+}
+
+/// Every schema violation of `log` against SARIF 2.1.0 (the OASIS schema, errata 01, as
+/// published: tests/fixtures/sarif-schema-2.1.0.json).
+fn sarif_schema_errors(log: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/sarif-schema-2.1.0.json")).unwrap();
+    let validator = jsonschema::draft4::new(&schema).expect("the SARIF schema compiles");
+    validator
+        .iter_errors(log)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+/// `ruleId|fingerprint` of every result, sorted.
+fn fingerprints(log: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = log["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}|{}",
+                r["ruleId"].as_str().unwrap(),
+                r["partialFingerprints"]["mcpGauntletTrial/v1"]
+                    .as_str()
+                    .unwrap()
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn sarif_is_valid_links_each_finding_to_its_case_and_keeps_fingerprints_across_runs() {
+    // The embedded default (a slice of it): valid, and no result, since nothing fails.
+    let clean = sarif_of(&[], &["batch/"]);
+    assert_eq!(sarif_schema_errors(&clean), Vec::<String>::new());
+    assert_eq!(clean["version"], "2.1.0");
+    assert_eq!(
+        clean["runs"][0]["results"].as_array().map(Vec::len),
+        Some(0)
+    );
+    assert!(
+        !clean["runs"][0]["tool"]["driver"]["rules"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "every case run is a rule, failing or not"
+    );
+
+    // A witness that executes batches: every finding a result, valid, linked, stable.
+    let w = HttpWitness::start(&["batch"], None);
+    let args = ["--http", w.url.as_str(), "--spec", "2025-11-25"];
+    let first = sarif_of(&args, &["batch/"]);
+    assert_eq!(sarif_schema_errors(&first), Vec::<String>::new());
+    let run = &first["runs"][0];
+    let results = run["results"].as_array().unwrap();
+    assert!(!results.is_empty(), "the batch witness fails batch cases");
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    for r in results {
+        let id = r["ruleId"].as_str().unwrap();
+        let rule = &rules[usize::try_from(r["ruleIndex"].as_u64().unwrap()).unwrap()];
+        assert_eq!(rule["id"], id, "ruleIndex points at the result's rule");
+        assert!(matches!(r["level"].as_str(), Some("error" | "warning")));
+        let uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap();
+        assert_eq!(uri, format!("cases/{id}.json"), "the case file, relative");
+        assert!(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(uri)
+                .is_file(),
+            "{uri} is a file a reader can open"
+        );
+        assert!(r["message"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("2025-11-25"));
+    }
+    let tags = rules[0]["properties"]["tags"].as_array().unwrap();
+    assert!(
+        tags.iter()
+            .any(|t| t.as_str().is_some_and(|t| t.starts_with("MCP-")
+                || t.starts_with("JSONRPC-")
+                || t.starts_with("GATE-"))),
+        "requirement ids are tags: {tags:?}"
+    );
+    assert!(
+        rules[0]["help"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("acceptable"),
+        "the help text holds the acceptable set"
+    );
+    let mut bad = first.clone();
+    bad["runs"][0]["results"][0]["level"] = "fatal".into();
+    assert!(
+        !sarif_schema_errors(&bad).is_empty(),
+        "the validator refuses what the schema forbids"
+    );
+    let second = sarif_of(&args, &["batch/"]);
+    assert_eq!(
+        fingerprints(&first),
+        fingerprints(&second),
+        "reruns do not duplicate alerts"
+    );
+    let unique: BTreeSet<String> = fingerprints(&first).into_iter().collect();
+    assert_eq!(
+        unique.len(),
+        results.len(),
+        "one fingerprint per case and lane"
+    );
+}

@@ -3,6 +3,7 @@
 //! the warning summary printed after libtest's own output. Nothing here knows about transports.
 
 pub mod baseline;
+pub mod sarif;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
