@@ -486,14 +486,11 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     match parts.method {
         #[cfg(feature = "faults")]
         Method::POST if front.settings.forward_token => {
-            let token: Vec<(String, String)> = headers
-                .get_all("authorization")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(|v| ("authorization".to_string(), v.to_string()))
-                .collect();
             crate::forward::FAULT_HEADERS
-                .scope(token, post(front, headers, body, &credentials))
+                .scope(
+                    passed_on(headers, "authorization"),
+                    post(front, headers, body, &credentials),
+                )
                 .await
         }
         Method::POST => post(front, headers, body, &credentials).await,
@@ -569,14 +566,11 @@ async fn post(
     if !identity_coded(headers) {
         #[cfg(feature = "faults")]
         if faults.unpoliced_codings {
-            let coding: Vec<(String, String)> = headers
-                .get_all("content-encoding")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(|v| ("content-encoding".to_string(), v.to_string()))
-                .collect();
             return crate::forward::FAULT_HEADERS
-                .scope(coding, unpoliced_route(front, headers, body))
+                .scope(
+                    passed_on(headers, "content-encoding"),
+                    unpoliced_route(front, headers, body),
+                )
                 .await;
         }
         // The gate polices the bytes it reads and forwards only its own canonical bytes: a body
@@ -804,6 +798,17 @@ async fn unpoliced_route(front: &HttpFront, headers: &HeaderMap, body: Incoming)
         Some(answer) => json_answer(StatusCode::OK, answer),
         None => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
     }
+}
+
+/// The faults that pass a client's header on to the downstream: every value of `name`.
+#[cfg(feature = "faults")]
+fn passed_on(headers: &HeaderMap, name: &str) -> Vec<(String, String)> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| (name.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Whether the body comes without a content coding: no `Content-Encoding`, or only `identity`.
