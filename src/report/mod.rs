@@ -3,7 +3,10 @@
 //! the warning summary printed after libtest's own output. Nothing here knows about transports.
 
 pub mod baseline;
+mod junit;
 pub mod sarif;
+
+pub use junit::junit;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
@@ -557,118 +560,6 @@ fn kind_of(r: &Record) -> String {
         version: r.lane_version.as_deref(),
     }
     .to_string()
-}
-
-/// Text safe inside XML (attributes or content): escaped, control characters dropped.
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('?'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A JUnit testcase's children: the advisory properties, and the failure, skip or output.
-fn testcase_body(r: &Record) -> (String, String) {
-    let first = r.findings.first().map_or(String::new(), |f| {
-        format!("[{}] {}", f.check.as_str(), f.message)
-    });
-    // The advisories the case reproduces, as properties (JUnit readers show them).
-    let props: String = r
-        .advisories
-        .iter()
-        .map(|a| {
-            format!(
-                "\n        <property name=\"advisory\" value=\"{}\"/>",
-                xml(a)
-            )
-        })
-        .collect();
-    let props = if props.is_empty() {
-        props
-    } else {
-        format!("\n      <properties>{props}\n      </properties>")
-    };
-    let inner = match r.verdict {
-        TrialVerdict::Fail | TrialVerdict::Stale => {
-            let body = r.explanation.clone().unwrap_or_else(|| first.clone());
-            format!(
-                "\n      <failure message=\"{}\" type=\"{}\">{}</failure>",
-                xml(&first),
-                xml(r.verdict.as_str()),
-                xml(&body)
-            )
-        }
-        TrialVerdict::Skip => {
-            "\n      <skipped message=\"not applicable to this target\"/>".to_string()
-        }
-        TrialVerdict::Warn | TrialVerdict::Known => format!(
-            "\n      <system-out>{}</system-out>",
-            xml(&format!("{}: {first}", r.verdict))
-        ),
-        TrialVerdict::Pass => String::new(),
-    };
-    (props, inner)
-}
-
-/// JUnit XML: one `testsuite` per lane (profile and transport), one `testcase` per trial;
-/// failures (and stale baseline entries) carry the explanation, not-applicable cases are skipped.
-pub fn junit(info: &RunInfo, records: &[Record]) -> String {
-    let mut lanes: Vec<String> = records.iter().map(kind_of).collect();
-    lanes.sort();
-    lanes.dedup();
-    let failing = |r: &Record| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale);
-    let total_time: f64 = records.iter().map(|r| r.elapsed_ms as f64 / 1000.0).sum();
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    out.push_str(&format!(
-        "<testsuites name=\"mcp-gauntlet\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{total_time:.3}\">\n",
-        records.len(),
-        records.iter().filter(|r| failing(r)).count(),
-        records
-            .iter()
-            .filter(|r| r.verdict == TrialVerdict::Skip)
-            .count(),
-    ));
-    for lane in lanes {
-        let rs: Vec<&Record> = records.iter().filter(|r| kind_of(r) == lane).collect();
-        let time: f64 = rs.iter().map(|r| r.elapsed_ms as f64 / 1000.0).sum();
-        out.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{time:.3}\">\n",
-            xml(&format!("[{lane}] {}", info.target)),
-            rs.len(),
-            rs.iter().filter(|r| failing(r)).count(),
-            rs.iter()
-                .filter(|r| r.verdict == TrialVerdict::Skip)
-                .count(),
-        ));
-        for r in rs {
-            let family = r.id.split('/').next().unwrap_or("");
-            out.push_str(&format!(
-                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-                xml(&format!("mcp-gauntlet.{}.{family}", lane.replace('/', "."))),
-                xml(&r.id),
-                r.elapsed_ms as f64 / 1000.0
-            ));
-            let (props, inner) = testcase_body(r);
-            if props.is_empty() && inner.is_empty() {
-                out.push_str("/>\n");
-            } else {
-                out.push_str(&format!(">{props}{inner}\n    </testcase>\n"));
-            }
-        }
-        out.push_str("  </testsuite>\n");
-    }
-    out.push_str("</testsuites>\n");
-    out
 }
 
 /// A report read back for the matrix.
