@@ -16,6 +16,7 @@ pub mod fuzz;
 pub mod identity;
 pub mod load;
 pub mod mapping;
+pub mod progress;
 pub mod reading;
 pub mod record;
 pub mod report;

@@ -397,6 +397,10 @@ struct RunArgs {
     /// warned trial, at the case file; fingerprints stable across runs).
     #[arg(long)]
     sarif: Option<PathBuf>,
+    /// Append a Markdown summary to FILE (counts, advisories reproduced, failures and warnings
+    /// by family with each trial's first finding): `--summary-md "$GITHUB_STEP_SUMMARY"`.
+    #[arg(long, value_name = "FILE")]
+    summary_md: Option<PathBuf>,
     /// Known failures (format mcp-gauntlet-baseline/1; YAML when FILE ends in .yaml or .yml,
     /// JSON otherwise): listed failures pass, unlisted failures fail, listed cases that now pass
     /// fail as stale.
@@ -411,6 +415,10 @@ struct RunArgs {
     /// `-- --test-threads N` still works, and wins.)
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
+    /// No trial lines: the end of the run lists the failed trials and prints the counts; on a
+    /// terminal a live counter (trials done, elapsed time) shows meanwhile.
+    #[arg(long, short = 'q')]
+    quiet: bool,
     /// Run only the cases that reproduce a published advisory (`cases/advisories.json`); the
     /// run ends with the advisories the target reproduced.
     #[arg(long)]
@@ -842,6 +850,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         report: args.report,
         junit: args.junit,
         sarif: args.sarif,
+        summary_md: args.summary_md,
         baseline: args.baseline,
         write_baseline: args.write_baseline,
         shard: args.shard,
@@ -852,6 +861,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         },
         libtest_args: args.libtest,
         jobs: args.jobs.map(usize::from),
+        quiet: args.quiet,
         self_exe: None,
         // This command line up to its libtest arguments: the summary's rerun command adds
         // the failed trials' names.

@@ -34,6 +34,8 @@ pub struct RunOptions {
     pub junit: Option<PathBuf>,
     /// SARIF 2.1.0 output (code scanning).
     pub sarif: Option<PathBuf>,
+    /// A Markdown summary, appended (`$GITHUB_STEP_SUMMARY`).
+    pub summary_md: Option<PathBuf>,
     /// Known failures.
     pub baseline: Option<PathBuf>,
     /// Write the run's failures as a baseline.
@@ -47,6 +49,9 @@ pub struct RunOptions {
     /// How many trials run at once (`--jobs`; libtest's `--test-threads` in `libtest_args`
     /// wins). `None`: as many as the machine has cores.
     pub jobs: Option<usize>,
+    /// No trial lines (libtest's output is dropped): the end of the run lists the failed
+    /// trials, and a terminal shows a live counter instead.
+    pub quiet: bool,
     /// The program to run as the stdio witness for the embedded default (normally this binary).
     pub self_exe: Option<PathBuf>,
     /// HTTP targets: how to restart the target after a case killed it (`sh -c`).
@@ -71,12 +76,14 @@ impl Default for RunOptions {
             report: None,
             junit: None,
             sarif: None,
+            summary_md: None,
             baseline: None,
             write_baseline: None,
             shard: None,
             advisories: crate::advisory::Selection::All,
             libtest_args: Vec::new(),
             jobs: None,
+            quiet: false,
             self_exe: None,
             restart_cmd: None,
             rerun_base: None,
@@ -173,13 +180,25 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         deadline: Instant::now() + opts.total_timeout,
         in_flight: std::sync::Mutex::new(Vec::new()),
         not_run: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+        done: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     });
     let lanes = std::mem::take(&mut opened.lanes);
     let mut trials = plan(&opts, &catalogue, &settings, lanes, &shared);
 
     let args = libtest_arguments(&opts, &settings, &mut trials);
     let listing = args.list;
+    let counter = match (opts.quiet, listing) {
+        (true, false) => {
+            let total = trials
+                .iter()
+                .filter(|t| !t.has_ignored_flag() && !args.is_filtered_out(t))
+                .count();
+            crate::progress::Progress::on_terminal(total, shared.done.clone())
+        }
+        _ => None,
+    };
     let conclusion = libtest_mimic::run(&args, trials);
+    drop(counter);
     shared.restarts.stop();
     let records = shared.collector.records();
     let not_run: Vec<(String, usize)> = crate::sync::lock(&shared.not_run)
@@ -200,7 +219,14 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         strict: opts.strict,
         spelling: opts.settings.spelling(),
     };
-    write_outputs(&opts, &info, &records, &catalogue, &shared.secrets)?;
+    write_outputs(
+        &opts,
+        &info,
+        &records,
+        &not_run,
+        &catalogue,
+        &shared.secrets,
+    )?;
     Ok(RunOutcome {
         failed: conclusion.has_failed(),
         records,
@@ -212,7 +238,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 /// without the files it wrote (a rerun must not overwrite the full reports with a partial
 /// one), then `--` and the libtest options that are not filters.
 fn rerun_command(opts: &RunOptions) -> Option<Vec<String>> {
-    const WRITES: &[&str] = &["--report", "--junit", "--sarif", "--write-baseline"];
+    const WRITES: &[&str] = &[
+        "--report",
+        "--junit",
+        "--sarif",
+        "--summary-md",
+        "--write-baseline",
+    ];
     let base = opts.rerun_base.as_ref()?;
     let mut out = Vec::new();
     let mut words = base.iter();
@@ -257,6 +289,10 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
     if args.test_threads.is_none() {
         args.test_threads = opts.jobs.map(|n| n.max(1));
     }
+    // Quiet: libtest's lines go nowhere (the end of the run names the failures).
+    if opts.quiet && args.logfile.is_none() && !args.list {
+        args.logfile = Some(NULL_DEVICE.to_string());
+    }
     // A side-channel log says that the denied tool ran, not which request ran it: only with one
     // trial in flight is its growth that trial's.
     if settings.canary_log.is_some() && args.test_threads != Some(1) && !args.list {
@@ -268,25 +304,44 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
     args
 }
 
+/// Where a quiet run sends libtest's lines.
+const NULL_DEVICE: &str = if cfg!(windows) { "NUL" } else { "/dev/null" };
+
 /// What a person reads after libtest's lines: the warnings, the summary (with the rerun
-/// command, secrets redacted) and the trials a dead target left not run.
+/// command, secrets redacted) and the trials a dead target left not run. A quiet run, which
+/// printed no trial lines, first lists the failed trials and always prints its counts.
 fn print_end(records: &[Record], not_run: &[(String, usize)], opts: &RunOptions, shared: &Shared) {
+    if opts.quiet {
+        print!(
+            "{}",
+            report::redact(&report::failure_lines(records), &shared.secrets)
+        );
+    }
     print!("{}", report::warning_summary(records));
     print!("{}", report::advisory_summary(records));
     // The command line may hold secrets (`--header`, `--auth-token`): redacted.
-    print!(
-        "{}",
-        report::redact(
-            &report::run_summary(records, rerun_command(opts).as_deref()),
-            &shared.secrets
-        )
-    );
+    let summary = report::run_summary(records, rerun_command(opts).as_deref());
+    if summary.is_empty() && opts.quiet {
+        println!("\n{}", report::count_line(records));
+    }
+    print!("{}", report::redact(&summary, &shared.secrets));
     for (why, n) in not_run {
         println!(
             "incomplete: {n} trial{} {why}, which was not brought back",
             if *n == 1 { " was" } else { "s were" }
         );
     }
+}
+
+/// `text` appended to the file at `path` (made when missing): a step summary file may already
+/// hold other steps' summaries.
+fn append(path: &PathBuf, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 /// The embedded catalogue and every `--cases` directory.
@@ -367,6 +422,8 @@ struct Shared {
     in_flight: std::sync::Mutex<Vec<InFlight>>,
     /// Trials not run because their target was down, by the reason they were given.
     not_run: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+    /// Trials finished (run, or found not runnable), for the live counter.
+    done: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A trial under way.
@@ -424,7 +481,16 @@ fn plan(
                 shared: shared.clone(),
                 ordinal,
             };
-            trials.push(Trial::ignorable_test(name, move || one.execute()).with_kind(kind));
+            trials.push(
+                Trial::ignorable_test(name, move || {
+                    let outcome = one.execute();
+                    one.shared
+                        .done
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    outcome
+                })
+                .with_kind(kind),
+            );
         }
     }
     trials
@@ -585,6 +651,7 @@ fn write_outputs(
     opts: &RunOptions,
     info: &RunInfo,
     records: &[Record],
+    not_run: &[(String, usize)],
     catalogue: &Catalogue,
     secrets: &[String],
 ) -> Result<(), RunError> {
@@ -602,6 +669,13 @@ fn write_outputs(
     }
     if let Some(path) = &opts.sarif {
         write(path, report::sarif::sarif(info, records, catalogue))?;
+    }
+    if let Some(path) = &opts.summary_md {
+        let text = report::redact(&report::step_summary(info, records, not_run), secrets);
+        append(path, &text).map_err(|source| RunError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
     }
     if let Some(path) = &opts.write_baseline {
         let b = Baseline::of_failures(records, |m| report::redact(m, secrets));

@@ -1,5 +1,6 @@
 //! The integration tests: one binary, one module per area (see each module's docs).
 
+mod action;
 mod auth;
 mod bounds;
 mod broken;

@@ -4,9 +4,11 @@
 
 pub mod baseline;
 mod junit;
+mod markdown;
 pub mod sarif;
 
 pub use junit::junit;
+pub use markdown::step_summary;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
@@ -228,6 +230,50 @@ pub fn warning_summary(records: &[Record]) -> String {
     out
 }
 
+/// `summary: N trials: P passed, F failed, …`: the run's counts by verdict.
+pub fn count_line(records: &[Record]) -> String {
+    let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
+    format!(
+        "summary: {} trials: {} passed, {} failed, {} warned, {} known, {} not applicable or not run",
+        records.len(),
+        count(TrialVerdict::Pass),
+        count(TrialVerdict::Fail) + count(TrialVerdict::Stale),
+        count(TrialVerdict::Warn),
+        count(TrialVerdict::Known),
+        count(TrialVerdict::Skip),
+    )
+}
+
+/// One line per failed trial (and stale baseline entry), `FAIL [lane] id: [check] message`,
+/// after a heading; empty when none failed. A quiet run prints it in place of libtest's lines.
+pub fn failure_lines(records: &[Record]) -> String {
+    let failed: Vec<&Record> = records
+        .iter()
+        .filter(|r| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale))
+        .collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\nfailed ({}):\n", failed.len());
+    for r in failed {
+        let first = r
+            .findings
+            .iter()
+            .find(|f| f.status == Status::Fail)
+            .or(r.findings.first())
+            .map_or(String::new(), |f| {
+                format!(": [{}] {}", f.check.as_str(), f.message)
+            });
+        out.push_str(&format!(
+            "    {} [{}] {}{first}\n",
+            r.verdict.as_str().to_uppercase(),
+            kind_of(r),
+            r.id
+        ));
+    }
+    out
+}
+
 /// The end of a run, for a person: counts by verdict, the failed trials by case family and by
 /// check (the denied tool run, messages forwarded, targets left dead, leaks), and, when
 /// `rerun` gives the command line that ran (without libtest arguments), the command that
@@ -243,15 +289,7 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     if failed.is_empty() && count(TrialVerdict::Warn) == 0 {
         return String::new();
     }
-    let mut out = format!(
-        "\nsummary: {} trials: {} passed, {} failed, {} warned, {} known, {} not applicable or not run\n",
-        records.len(),
-        count(TrialVerdict::Pass),
-        failed.len(),
-        count(TrialVerdict::Warn),
-        count(TrialVerdict::Known),
-        count(TrialVerdict::Skip),
-    );
+    let mut out = format!("\n{}\n", count_line(records));
     let mut families: BTreeMap<&str, [usize; 2]> = BTreeMap::new();
     let mut checks: BTreeMap<&'static str, usize> = BTreeMap::new();
     for r in records {

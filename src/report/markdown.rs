@@ -1,0 +1,209 @@
+//! The Markdown summary of a run (`run --summary-md FILE`, appended, so that
+//! `$GITHUB_STEP_SUMMARY` can take it): counts, whether the run was complete, the advisories
+//! reproduced, the failures and warnings by case family with counts and the checks that failed,
+//! and each family's trials with their first finding, folded. What a target answered is quoted
+//! here, so every text from a trial is escaped (no HTML, no Markdown structure) and cut short.
+
+use super::{advisories_seen, kind_of, Record, RunInfo, TrialVerdict};
+use crate::verdict::Status;
+use std::collections::BTreeMap;
+
+/// Trials listed per family (the rest are counted): a summary is read, and GitHub keeps at most
+/// 1 MiB of a step's summary.
+const PER_FAMILY: usize = 25;
+/// Characters of a finding shown.
+const FIRST_LINE: usize = 200;
+
+/// `text` as inert Markdown: HTML and the characters that make Markdown structure escaped, line
+/// breaks flattened, at most `max` characters.
+fn inert(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.push('?'),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A record's first finding that did not pass, as `[check] message`.
+fn first_line(r: &Record) -> String {
+    r.findings
+        .iter()
+        .find(|f| f.status != Status::Pass)
+        .or(r.findings.first())
+        .map_or_else(
+            || r.verdict.to_string(),
+            |f| format!("[{}] {}", f.check.as_str(), f.message),
+        )
+}
+
+/// The run's Markdown summary. `not_run` is the run's trials left not run by a target that died
+/// (why, how many), as [`crate::run::RunOutcome::not_run`] holds them.
+pub fn step_summary(info: &RunInfo, records: &[Record], not_run: &[(String, usize)]) -> String {
+    let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
+    let failed = count(TrialVerdict::Fail) + count(TrialVerdict::Stale);
+    let mut out = format!("## mcp-gauntlet: {}\n\n", inert(&info.target, FIRST_LINE));
+    let verdict = if failed > 0 {
+        format!("**✗ {failed} failed**")
+    } else {
+        "**✓ nothing failed**".to_string()
+    };
+    out.push_str(&format!(
+        "{verdict} · {} passed · {} warned · {} known · {} not applicable or not run · {} trials ({}, {})\n\n",
+        count(TrialVerdict::Pass),
+        count(TrialVerdict::Warn),
+        count(TrialVerdict::Known),
+        count(TrialVerdict::Skip),
+        records.len(),
+        info.profile,
+        inert(&info.spec.replace(',', ", "), FIRST_LINE),
+    ));
+    for (why, n) in not_run {
+        out.push_str(&format!(
+            "> **Incomplete:** {n} trial{} {}, which was not brought back.\n\n",
+            if *n == 1 { " was" } else { "s were" },
+            inert(why, 2 * FIRST_LINE)
+        ));
+    }
+    advisories(&mut out, records);
+    families(&mut out, records);
+    out
+}
+
+/// The advisories line: which were reproduced, by which cases.
+fn advisories(out: &mut String, records: &[Record]) {
+    let seen = advisories_seen(records);
+    if seen.is_empty() {
+        return;
+    }
+    let reproduced: Vec<_> = seen.iter().filter(|(_, s)| !s.by.is_empty()).collect();
+    let tested = seen.values().filter(|s| s.tested).count();
+    if reproduced.is_empty() {
+        out.push_str(&format!(
+            "**Advisories:** none reproduced ({tested} tested, {} not tested on this target).\n\n",
+            seen.len() - tested
+        ));
+        return;
+    }
+    out.push_str(&format!(
+        "**Advisories reproduced: {}** ({tested} tested, {} not tested on this target)\n\n",
+        reproduced.len(),
+        seen.len() - tested
+    ));
+    for (id, s) in reproduced {
+        let Some(a) = crate::advisory::find(id) else {
+            continue;
+        };
+        let cases: Vec<String> =
+            s.by.iter()
+                .map(|(case, lanes)| {
+                    let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
+                    format!("`{case}` ({})", inert(&lanes.join(", "), FIRST_LINE))
+                })
+                .collect();
+        out.push_str(&format!(
+            "- [{}]({}): {} Affects {}. Reproduced by {}.\n",
+            inert(&a.ids(), FIRST_LINE),
+            a.url.replace(['(', ')', ' '], ""),
+            inert(&a.summary, 2 * FIRST_LINE),
+            inert(&a.affects(), FIRST_LINE),
+            cases.join(", ")
+        ));
+    }
+    out.push('\n');
+}
+
+fn failing(r: &Record) -> bool {
+    matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale)
+}
+
+/// The failures and warnings by family: a table of counts, the checks that failed, and each
+/// family's trials folded under it.
+fn families(out: &mut String, records: &[Record]) {
+    let mut by: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records.iter().filter(|r| {
+        matches!(
+            r.verdict,
+            TrialVerdict::Fail | TrialVerdict::Stale | TrialVerdict::Warn
+        )
+    }) {
+        by.entry(r.id.split('/').next().unwrap_or(&r.id))
+            .or_default()
+            .push(r);
+    }
+    if by.is_empty() {
+        return;
+    }
+    out.push_str("### By family\n\n| family | failed | warned |\n|---|--:|--:|\n");
+    for (family, rs) in &by {
+        let f = rs.iter().filter(|r| failing(r)).count();
+        out.push_str(&format!(
+            "| {} | {f} | {} |\n",
+            inert(family, FIRST_LINE),
+            rs.len() - f
+        ));
+    }
+    let mut checks: BTreeMap<&'static str, usize> = BTreeMap::new();
+    for r in by.values().flatten().filter(|r| failing(r)) {
+        let mut seen: Vec<&'static str> = r
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.check.as_str())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for c in seen {
+            *checks.entry(c).or_default() += 1;
+        }
+    }
+    if !checks.is_empty() {
+        let shown: Vec<String> = checks.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        out.push_str(&format!(
+            "\nFailed checks (trials): {}\n",
+            shown.join(" · ")
+        ));
+    }
+    out.push('\n');
+    for (family, rs) in &by {
+        let f = rs.iter().filter(|r| failing(r)).count();
+        out.push_str(&format!(
+            "<details><summary><b>{}</b>: {f} failed, {} warned</summary>\n\n",
+            inert(family, FIRST_LINE),
+            rs.len() - f
+        ));
+        // Failures first, then warnings, each in the run's order.
+        let mut listed: Vec<&&Record> = rs.iter().filter(|r| failing(r)).collect();
+        listed.extend(rs.iter().filter(|r| !failing(r)));
+        for r in listed.iter().take(PER_FAMILY) {
+            out.push_str(&format!(
+                "- {} `[{}] {}`: {}\n",
+                r.verdict.as_str().to_uppercase(),
+                kind_of(r),
+                r.id,
+                inert(&first_line(r), FIRST_LINE)
+            ));
+        }
+        if listed.len() > PER_FAMILY {
+            out.push_str(&format!(
+                "- … and {} more (see the JUnit or JSON report)\n",
+                listed.len() - PER_FAMILY
+            ));
+        }
+        out.push_str("\n</details>\n\n");
+    }
+}
