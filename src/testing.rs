@@ -24,3 +24,35 @@ pub(crate) fn accept_rows() -> Vec<(String, bool, bool)> {
     assert!(rows.len() >= 20, "the Accept table lost rows");
     rows
 }
+
+/// A trial's record on `[http]`, with one failed `outcome` finding saying `message`, an
+/// explanation, an advisory, and 1.5 s spent.
+pub(crate) fn record(
+    id: &str,
+    verdict: crate::report::TrialVerdict,
+    message: &str,
+) -> crate::report::Record {
+    crate::report::Record {
+        id: id.to_string(),
+        transport: crate::case::TransportKind::Http,
+        profile: crate::case::Profile::Server,
+        title: "t".to_string(),
+        requirements: vec![],
+        advisories: vec!["CVE-2026-0001".to_string()],
+        level: crate::case::Level::Must,
+        verdict,
+        observed: None,
+        http_status: None,
+        error_code: None,
+        elapsed_ms: 1500,
+        findings: vec![crate::verdict::Finding {
+            check: crate::verdict::Check::Outcome,
+            status: crate::verdict::Status::Fail,
+            message: message.to_string(),
+        }],
+        downstream: None,
+        version: "2025-11-25".to_string(),
+        lane_version: None,
+        explanation: Some(format!("explained: {message}")),
+    }
+}

@@ -344,3 +344,116 @@ fn several_filters_after_the_double_dash_each_select_trials() {
         .into();
     assert_eq!(ids(&report), want);
 }
+
+/// `--quiet` prints no trial lines: the end of the run lists each failed trial (the report's
+/// failures, one line each) and the counts, and nothing is drawn when stdout is not a terminal.
+#[test]
+fn quiet_lists_only_the_failures_and_draws_nothing_into_a_pipe() {
+    let w = HttpWitness::start(&["batch"], None);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    let out = Command::new(bin())
+        .args(["run", "--quiet", "--http", &w.url, "--spec", "2025-11-25"])
+        .arg("--report")
+        .arg(&report)
+        .args(["--", "batch/", "nesting/"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(i32::from(exit::CASES_FAILED)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.lines().any(|l| l.starts_with("test ")), "{stdout}");
+    assert!(!stdout.contains("test result"), "{stdout}");
+    assert!(!stdout.contains('\r') && !stderr.contains('\r'), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let failed: Vec<String> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["verdict"] == "fail")
+        .map(|t| format!("    FAIL [http] {}: ", t["id"].as_str().unwrap()))
+        .collect();
+    assert!(!failed.is_empty());
+    assert!(
+        stdout.contains(&format!("\nfailed ({}):\n", failed.len())),
+        "{stdout}"
+    );
+    for line in &failed {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(line)),
+            "{line}: {stdout}"
+        );
+    }
+    assert!(stdout.contains("\nsummary: "), "{stdout}");
+
+    // A quiet run with nothing failed still says what it ran.
+    let good = HttpWitness::start(&[], None);
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "-q",
+            "--http",
+            &good.url,
+            "--spec",
+            "2025-11-25",
+            "--",
+            "batch/",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(i32::from(exit::SUCCESS)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\nsummary: "), "{stdout}");
+    assert!(!stdout.contains("failed ("), "{stdout}");
+}
+
+/// On a terminal (a pseudo-terminal from util-linux `script`), a quiet run draws its counter
+/// of trials against the number it will run, then clears it.
+#[test]
+fn quiet_on_a_terminal_draws_a_trial_counter() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` (util-linux) to give the run a terminal");
+        return;
+    }
+    let w = HttpWitness::start(&[], None);
+    let command = format!(
+        "{} run -q --http {} --spec 2025-11-25 -- batch/",
+        shell_words::quote(&bin().to_string_lossy()),
+        w.url
+    );
+    let out = assert_cmd::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The batch family's trials at one version over HTTP.
+    let ran = Command::new(bin())
+        .args([
+            "run",
+            "--http",
+            &w.url,
+            "--spec",
+            "2025-11-25",
+            "--",
+            "batch/",
+        ])
+        .output()
+        .unwrap();
+    let passed = String::from_utf8_lossy(&ran.stdout)
+        .lines()
+        .filter(|l| l.ends_with(" ok"))
+        .count();
+    assert!(passed > 0);
+    assert!(
+        text.contains(&format!("\r\x1b[2K0/{passed} trials, 0 s")),
+        "{text:?}"
+    );
+    assert!(text.contains(&format!("/{passed} trials, ")), "{text:?}");
+}

@@ -76,35 +76,9 @@ pub fn junit(info: &RunInfo, records: &[Record]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::case::{Level, Profile, TransportKind};
+    use crate::case::Profile;
     use crate::report::RunProfile;
-    use crate::verdict::{Check, Finding, Status};
-
-    fn record(id: &str, verdict: TrialVerdict, message: &str) -> Record {
-        Record {
-            id: id.to_string(),
-            transport: TransportKind::Http,
-            profile: Profile::Server,
-            title: "t".to_string(),
-            requirements: vec![],
-            advisories: vec!["CVE-2026-0001".to_string()],
-            level: Level::Must,
-            verdict,
-            observed: None,
-            http_status: None,
-            error_code: None,
-            elapsed_ms: 1500,
-            findings: vec![Finding {
-                check: Check::Outcome,
-                status: Status::Fail,
-                message: message.to_string(),
-            }],
-            downstream: None,
-            version: "2025-11-25".to_string(),
-            lane_version: None,
-            explanation: Some(format!("explained: {message}")),
-        }
-    }
+    use crate::testing::record;
 
     /// What a hostile server answers ends up in the XML: markup, a CDATA end, control
     /// characters, ANSI escapes and the two noncharacters must leave it well-formed, and it reads

@@ -207,3 +207,93 @@ fn families(out: &mut String, records: &[Record]) {
         out.push_str("\n</details>\n\n");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::case::Profile;
+    use crate::report::RunProfile;
+    use crate::testing::record;
+
+    fn info(target: &str) -> RunInfo {
+        RunInfo {
+            target: target.to_string(),
+            profile: RunProfile::One(Profile::Server),
+            spec: "2025-06-18,2025-11-25".to_string(),
+            strict: false,
+            spelling: None,
+        }
+    }
+
+    /// What a hostile server said is quoted inert: no HTML element, no link, no table cell
+    /// break, no line break that would start a heading, and cut short.
+    #[test]
+    fn answers_are_quoted_inert() {
+        let nasty = "<img src=x onerror=alert(1)> [click](http://evil.example) | cell\n# heading `code` **bold**";
+        let long = "x".repeat(5000);
+        let records = vec![
+            record("batch/a", TrialVerdict::Fail, nasty),
+            record("batch/b", TrialVerdict::Fail, &long),
+        ];
+        let md = step_summary(&info("http://127.0.0.1:1/mcp<script>"), &records, &[]);
+        assert!(!md.contains("<img") && !md.contains("<script>"), "{md}");
+        assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
+        assert!(
+            md.contains(
+                "\\[click\\](http://evil.example) \\| cell \\# heading \\`code\\` \\*\\*bold\\*\\*"
+            ),
+            "{md}"
+        );
+        assert!(!md.lines().any(|l| l.starts_with("# heading")), "{md}");
+        let cut = md
+            .lines()
+            .find(|l| l.contains("batch/b"))
+            .expect("batch/b is listed");
+        assert!(cut.ends_with('…') && cut.len() < 400, "{cut}");
+    }
+
+    /// The counts, the families with their numbers, the checks, each failure under its family
+    /// (failures before warnings), a long family cut with a count of the rest, and the trials a
+    /// dead target left.
+    #[test]
+    fn families_are_counted_and_listed() {
+        let mut records: Vec<Record> = (0..30)
+            .map(|i| record(&format!("nesting/n{i:02}"), TrialVerdict::Fail, "deep"))
+            .collect();
+        records.push(record("batch/w", TrialVerdict::Warn, "soft"));
+        records.push(record("batch/f", TrialVerdict::Fail, "hard"));
+        records.push(record("batch/p", TrialVerdict::Pass, "fine"));
+        records.push(record("batch/s", TrialVerdict::Skip, "n/a"));
+        let not_run = [(
+            "not run: the target died after [http] nesting/n29".to_string(),
+            7,
+        )];
+        let md = step_summary(&info("http://127.0.0.1:1/mcp"), &records, &not_run);
+        assert!(md.contains("**✗ 31 failed** · 1 passed · 1 warned · 0 known · 1 not applicable or not run · 34 trials (server, 2025-06-18, 2025-11-25)"), "{md}");
+        assert!(
+            md.contains("| batch | 1 | 1 |\n| nesting | 30 | 0 |\n"),
+            "{md}"
+        );
+        assert!(md.contains("Failed checks (trials): outcome 31"), "{md}");
+        assert!(md.contains("> **Incomplete:** 7 trials were not run: the target died after \\[http\\] nesting/n29, which was not brought back."), "{md}");
+        let batch = md.split("<b>batch</b>").nth(1).expect("batch folded");
+        let (f, w) = (
+            batch.find("FAIL `[http] batch/f`").expect("f"),
+            batch.find("WARN `[http] batch/w`").expect("w"),
+        );
+        assert!(f < w);
+        assert!(
+            md.contains("- … and 5 more (see the JUnit or JSON report)"),
+            "{md}"
+        );
+        assert!(md.contains("**Advisories:**") || !md.contains("CVE-2026-0001"));
+    }
+
+    #[test]
+    fn nothing_failed_says_so_and_lists_no_family() {
+        let records = vec![record("batch/p", TrialVerdict::Pass, "fine")];
+        let md = step_summary(&info("stdio: server"), &records, &[]);
+        assert!(md.contains("**✓ nothing failed**"), "{md}");
+        assert!(!md.contains("### By family"), "{md}");
+    }
+}
