@@ -355,3 +355,39 @@ fn the_action_says_when_a_target_cannot_be_tested() {
     job.run();
     assert_eq!(job.failed, Some(i32::from(mcp_gauntlet::exit::USAGE)));
 }
+
+/// The workflow that exercises the action uses it from this checkout, and reads only outputs
+/// the action declares, with inputs it declares.
+#[test]
+fn the_workflow_runs_this_action_with_what_it_declares() {
+    let text = std::fs::read_to_string(root().join(".github/workflows/action.yml")).unwrap();
+    let workflow: serde_json::Value = yaml_serde::from_str(&text).expect("the workflow is YAML");
+    let action = action();
+    let steps = workflow["jobs"]["witness"]["steps"]
+        .as_array()
+        .expect("steps");
+    let uses: Vec<&serde_json::Value> = steps.iter().filter(|s| s["uses"] == "./").collect();
+    assert!(
+        uses.len() >= 3,
+        "the action runs over stdio, HTTP and on a broken witness"
+    );
+    let mut ids = std::collections::BTreeSet::new();
+    for step in &uses {
+        ids.insert(step["id"].as_str().expect("each use has an id").to_string());
+        for input in step["with"].as_object().expect("with").keys() {
+            assert!(action["inputs"].get(input).is_some(), "no input {input}");
+        }
+    }
+    let re = regex::Regex::new(r"steps\.([a-z-]+)\.outputs\.([a-z-]+)").unwrap();
+    let mut read = 0;
+    for c in re.captures_iter(&text) {
+        assert!(ids.contains(&c[1]), "{} is not a use of the action", &c[1]);
+        assert!(
+            action["outputs"].get(&c[2]).is_some(),
+            "no output {}",
+            &c[2]
+        );
+        read += 1;
+    }
+    assert!(read >= 3);
+}

@@ -146,6 +146,8 @@ fn long_flags(text: &str) -> BTreeSet<String> {
 const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--git",
     "--locked",
+    "--path",
+    "--root",
     "--release",
     "--workspace",
     "--test",
