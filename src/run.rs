@@ -165,6 +165,16 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         });
     }
     let picked = target::pick_versions(&opened, &opts.spec, &settings);
+    // Nothing answered the probe as MCP does: every trial would fail its handshake, which says
+    // nothing of the rules. (Named versions, `--restart-cmd` or a listing run anyway.)
+    if let (Some(found), None, false) = (&picked.nothing_spoken, &opts.restart_cmd, only_listing) {
+        return Err(RunError::Untestable {
+            target: opened.name.clone(),
+            reason: format!(
+                "the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway"
+            ),
+        });
+    }
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(Baseline::load(p)?)),

@@ -473,9 +473,14 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
             "note: the target issues no Mcp-Session-Id (stateless); cases about sessions do not apply to it and are shown as ignored"
         );
     }
+    let nothing_spoken = probe
+        .as_ref()
+        .filter(|p| !matches!(spec, Spec::These(_)) && p.speaks_nothing())
+        .map(exchange::Probe::summary);
     Picked {
         versions,
         stateless,
+        nothing_spoken,
     }
 }
 
@@ -485,6 +490,10 @@ pub struct Picked {
     pub versions: Vec<String>,
     /// The HTTP target keeps no sessions.
     pub stateless: bool,
+    /// The probe's summary when the target answered it in no way MCP does (no version accepted
+    /// or countered, no `serverInfo`, no `server/discover`) and the versions were not named, so
+    /// the ones tried are a guess: the run cannot test this target.
+    pub nothing_spoken: Option<String>,
 }
 
 /// Repeat the opened lanes once per version (lanes in front of lenient downstream

@@ -136,6 +136,50 @@ fn a_target_that_cannot_be_tested_has_its_own_code() {
     }
 }
 
+/// An HTTP server that is not an MCP server (every request answered 404) gives the version
+/// probe nothing it speaks: not tested (exit 4), unless the versions are named, when the cases
+/// run and fail (exit 1).
+#[test]
+fn a_target_that_speaks_no_mcp_is_not_tested_unless_versions_are_named() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+            let mut buf = [0u8; 65536];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 9\r\nconnection: close\r\n\r\nnot found",
+            );
+        }
+    });
+    let out = Command::new(bin())
+        .args(["run", "--http", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(exit::UNTESTABLE)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("test result"));
+    let out = Command::new(bin())
+        .args([
+            "run",
+            "--http",
+            &url,
+            "--spec",
+            "2025-11-25",
+            "--",
+            "batch/",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(i32::from(exit::CASES_FAILED)));
+}
+
 /// The end of a failing run names each failing family with its counts and the checks that
 /// failed, and prints a command that reruns exactly the failed trials.
 #[test]

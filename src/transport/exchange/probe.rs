@@ -39,6 +39,15 @@ impl Probe {
         !self.stateless.is_empty()
     }
 
+    /// Whether the target answered no probe the way an MCP server does: no version accepted or
+    /// answered with another, no `serverInfo`, no `server/discover`.
+    pub fn speaks_nothing(&self) -> bool {
+        self.accepted.is_empty()
+            && self.countered.is_empty()
+            && self.initialized_by.is_empty()
+            && self.discovered_by.is_none()
+    }
+
     /// One line for the console: what was found.
     pub fn summary(&self) -> String {
         let shown: Vec<String> = self
