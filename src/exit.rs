@@ -11,7 +11,8 @@ pub const USAGE: u8 = 2;
 /// invalid, or a report cannot be written.
 pub const SETUP_FAILED: u8 = 3;
 /// The target could not be tested: it never started (a gate the runner starts), nothing
-/// accepts connections at its URL, or its command cannot be found. No trial ran.
+/// accepts connections at its URL, its command cannot be found, or the version probe found
+/// nothing it speaks (and `--spec` did not name versions). No trial ran.
 pub const UNTESTABLE: u8 = 4;
 /// The target died during the run and was not brought back (no `--restart-cmd`, or it did not
 /// bring the target back): the trials

@@ -151,30 +151,11 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let secrets = secrets_of(&settings);
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    // A target that never came up is not tested at all (and no rule is said broken); one that
-    // --restart-cmd can start is left to it, and a listing needs no target.
-    let only_listing = opts.libtest_args.iter().any(|a| a == "--list");
-    let untestable = match (&opts.restart_cmd, only_listing) {
-        (None, false) => opened.lanes.first().and_then(target::Lane::untestable),
-        _ => None,
-    };
-    if let Some(reason) = untestable {
-        return Err(RunError::Untestable {
-            target: opened.name.clone(),
-            reason,
-        });
-    }
+    // A target that never came up, or that speaks no MCP, is not tested at all (and no rule is
+    // said broken).
+    refuse_untestable(&opts, &opened, None)?;
     let picked = target::pick_versions(&opened, &opts.spec, &settings);
-    // Nothing answered the probe as MCP does: every trial would fail its handshake, which says
-    // nothing of the rules. (Named versions, `--restart-cmd` or a listing run anyway.)
-    if let (Some(found), None, false) = (&picked.nothing_spoken, &opts.restart_cmd, only_listing) {
-        return Err(RunError::Untestable {
-            target: opened.name.clone(),
-            reason: format!(
-                "the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway"
-            ),
-        });
-    }
+    refuse_untestable(&opts, &opened, Some(&picked))?;
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(Baseline::load(p)?)),
@@ -197,16 +178,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
 
     let args = libtest_arguments(&opts, &settings, &mut trials);
     let listing = args.list;
-    let counter = match (opts.quiet, listing) {
-        (true, false) => {
-            let total = trials
-                .iter()
-                .filter(|t| !t.has_ignored_flag() && !args.is_filtered_out(t))
-                .count();
-            crate::progress::Progress::on_terminal(total, shared.done.clone())
-        }
-        _ => None,
-    };
+    let counter = counter(&opts, &args, &trials, &shared);
     let conclusion = libtest_mimic::run(&args, trials);
     drop(counter);
     shared.restarts.stop();
@@ -242,6 +214,50 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         records,
         not_run,
     })
+}
+
+/// Refuses a target that cannot be tested: before the versions are picked (`picked` is
+/// `None`), one that never came up; after, one whose probe found nothing MCP in its answers. A
+/// target `--restart-cmd` can start is left to it, and a listing needs no target.
+fn refuse_untestable(
+    opts: &RunOptions,
+    opened: &target::Opened,
+    picked: Option<&target::Picked>,
+) -> Result<(), RunError> {
+    if opts.restart_cmd.is_some() || opts.libtest_args.iter().any(|a| a == "--list") {
+        return Ok(());
+    }
+    let reason = match picked {
+        None => opened.lanes.first().and_then(target::Lane::untestable),
+        // Every trial would fail its handshake, which says nothing of the rules.
+        Some(p) => p.nothing_spoken.as_ref().map(|found| {
+            format!("the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway")
+        }),
+    };
+    match reason {
+        Some(reason) => Err(RunError::Untestable {
+            target: opened.name.clone(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The live counter of a quiet run (drawn only on a terminal), over the trials libtest will run.
+fn counter(
+    opts: &RunOptions,
+    args: &Arguments,
+    trials: &[Trial],
+    shared: &Shared,
+) -> Option<crate::progress::Progress> {
+    if !opts.quiet || args.list {
+        return None;
+    }
+    let total = trials
+        .iter()
+        .filter(|t| !t.has_ignored_flag() && !args.is_filtered_out(t))
+        .count();
+    crate::progress::Progress::on_terminal(total, shared.done.clone())
 }
 
 /// The command that reruns this run's failed trials, without their names: the command line

@@ -254,8 +254,20 @@ fn header_secrets_never_reach_any_output() {
     let secret = "s3cr3t-token-value-9d1f";
     let dir = tempfile::tempdir().unwrap();
     let (report, junit) = (dir.path().join("r.json"), dir.path().join("j.xml"));
+    let url = format!("http://{addr}/mcp");
+    // Unprobed, it is not tested (it speaks no MCP), and that message keeps the secret too.
+    let untested = Command::new(bin())
+        .args(["run", "--http", &url])
+        .args(["--header", &format!("Authorization: Bearer {secret}")])
+        .output()
+        .unwrap();
+    assert_eq!(untested.status.code(), Some(i32::from(exit::UNTESTABLE)));
+    let untested = String::from_utf8_lossy(&untested.stderr).into_owned()
+        + &String::from_utf8_lossy(&untested.stdout);
+    assert!(!untested.contains(secret), "{untested}");
+    // With the version named, every case runs and is answered with the secret.
     let out = Command::new(bin())
-        .args(["run", "--http", &format!("http://{addr}/mcp"), "--strict"])
+        .args(["run", "--http", &url, "--strict", "--spec", "2025-11-25"])
         .args(["--header", &format!("Authorization: Bearer {secret}")])
         .arg("--report")
         .arg(&report)
