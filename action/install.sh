@@ -7,13 +7,14 @@ src="${GITHUB_ACTION_PATH:?not run by GitHub Actions: GITHUB_ACTION_PATH is unse
 case "${1:-}" in
   key)
     # Every file cargo reads to build the binary, in a fixed order, hashed with its path.
+    if command -v sha256sum > /dev/null; then sum=(sha256sum); else sum=(shasum -a 256); fi
     hash=$(cd "$src" \
       && find Cargo.toml Cargo.lock build.rs src cases reference-gate/Cargo.toml reference-gate/src \
            fixtures/gate -type f -print0 2> /dev/null \
-      | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32)
+      | LC_ALL=C sort -z | xargs -0 "${sum[@]}" | "${sum[@]}" | cut -c1-32)
     base="${RUNNER_TOOL_CACHE:-${RUNNER_TEMP:?RUNNER_TEMP is unset}}"
     {
-      echo "key=mcp-gauntlet-${RUNNER_OS:-os}-${RUNNER_ARCH:-arch}-$hash"
+      echo "key=mcp-gauntlet-${RUNNER_OS:-os}-${RUNNER_ARCH:-arch}-${ImageOS:-image}-$hash"
       echo "dir=$base/mcp-gauntlet/$hash"
     } >> "${GITHUB_OUTPUT:?GITHUB_OUTPUT is unset}"
     ;;

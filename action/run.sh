@@ -23,7 +23,9 @@ for pair in "http:${INPUT_HTTP:-}" "stdio:${INPUT_STDIO:-}" "gate:${INPUT_GATE:-
 done
 if [ "$targets" -gt 1 ]; then
   echo "::error title=mcp-gauntlet::give one target of http, stdio, gate and gate-stdio, not $targets"
-  exit 2
+  printf 'exit-code=2\noutcome=usage\njunit=\nsarif=\nreport=\n' >> "${GITHUB_OUTPUT:?GITHUB_OUTPUT is unset}"
+  [ "${INPUT_FAIL:-true}" = true ] && exit 2
+  exit 0
 fi
 [ -n "${INPUT_BASELINE:-}" ] && args+=(--baseline "$INPUT_BASELINE")
 [ "${INPUT_STRICT:-false}" = true ] && args+=(--strict)
@@ -73,7 +75,7 @@ esac
 # A run that never reached its trials wrote no summary: say why, with the end of its stderr.
 if [ ! -f "$report" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   case "$outcome" in
-    untestable) why="the target could not be tested (exit 4): it never started, accepted no connection, or its command was not found" ;;
+    untestable) why="the target could not be tested (exit 4): it never started, accepted no connection, its command was not found, or it answered the version probe in no way MCP does" ;;
     usage) why="the command line was not understood (exit 2)" ;;
     setup-failed) why="the suite's own inputs are wrong (exit 3): a case file, the baseline, or an output path" ;;
     *) why="the run ended with exit code $code before writing its reports" ;;

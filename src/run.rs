@@ -153,9 +153,9 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
     // A target that never came up, or that speaks no MCP, is not tested at all (and no rule is
     // said broken).
-    refuse_untestable(&opts, &opened, None)?;
+    refuse_untestable(&opts, &opened, None, &secrets)?;
     let picked = target::pick_versions(&opened, &opts.spec, &settings);
-    refuse_untestable(&opts, &opened, Some(&picked))?;
+    refuse_untestable(&opts, &opened, Some(&picked), &secrets)?;
     opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(Baseline::load(p)?)),
@@ -223,6 +223,7 @@ fn refuse_untestable(
     opts: &RunOptions,
     opened: &target::Opened,
     picked: Option<&target::Picked>,
+    secrets: &[String],
 ) -> Result<(), RunError> {
     if opts.restart_cmd.is_some() || opts.libtest_args.iter().any(|a| a == "--list") {
         return Ok(());
@@ -235,9 +236,10 @@ fn refuse_untestable(
         }),
     };
     match reason {
+        // What the target answered may echo a credential.
         Some(reason) => Err(RunError::Untestable {
             target: opened.name.clone(),
-            reason,
+            reason: report::redact(&reason, secrets),
         }),
         None => Ok(()),
     }
@@ -255,7 +257,7 @@ fn counter(
     }
     let total = trials
         .iter()
-        .filter(|t| !t.has_ignored_flag() && !args.is_filtered_out(t))
+        .filter(|t| !args.is_ignored(t) && !args.is_filtered_out(t))
         .count();
     crate::progress::Progress::on_terminal(total, shared.done.clone())
 }
@@ -509,17 +511,24 @@ fn plan(
             };
             trials.push(
                 Trial::ignorable_test(name, move || {
-                    let outcome = one.execute();
-                    one.shared
-                        .done
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    outcome
+                    // Counted when the trial ends, however it ends (a panic included).
+                    let _counted = Counted(one.shared.done.clone());
+                    one.execute()
                 })
                 .with_kind(kind),
             );
         }
     }
     trials
+}
+
+/// Counts a trial as done when dropped.
+struct Counted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Whether `case` runs on `lane` at the settings' version with the run's credentials, its
@@ -697,7 +706,17 @@ fn write_outputs(
         write(path, report::sarif::sarif(info, records, catalogue))?;
     }
     if let Some(path) = &opts.summary_md {
-        let text = report::redact(&report::step_summary(info, records, not_run), secrets);
+        // Redacted before the Markdown escapes anything (a secret holding `_` or `&` would no
+        // longer match after); the records' texts were redacted when they were kept.
+        let info = RunInfo {
+            target: report::redact(&info.target, secrets),
+            ..info.clone()
+        };
+        let not_run: Vec<(String, usize)> = not_run
+            .iter()
+            .map(|(why, n)| (report::redact(why, secrets), *n))
+            .collect();
+        let text = report::step_summary(&info, records, &not_run);
         append(path, &text).map_err(|source| RunError::Write {
             path: path.display().to_string(),
             source,

@@ -476,7 +476,10 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
     let nothing_spoken = probe
         .as_ref()
         .filter(|p| !matches!(spec, Spec::These(_)) && p.speaks_nothing())
-        .map(exchange::Probe::summary);
+        .map(|p| match p.first_refusal() {
+            Some(why) => format!("{why}; {}", p.summary()),
+            None => p.summary(),
+        });
     Picked {
         versions,
         stateless,

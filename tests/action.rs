@@ -34,6 +34,8 @@ struct Job {
     cache: Option<PathBuf>,
     /// The SARIF file the upload step was given, if it ran.
     uploaded: Option<String>,
+    /// The built binary the cache-save step keeps, if it ran.
+    saved: Option<PathBuf>,
     /// The exit status of the first step that failed, if any.
     failed: Option<i32>,
 }
@@ -68,6 +70,7 @@ impl Job {
             path: Vec::new(),
             cache: None,
             uploaded: None,
+            saved: None,
             failed: None,
         };
         // Every input's default, then the job's values.
@@ -132,7 +135,19 @@ impl Job {
                 continue;
             }
             match step["uses"].as_str() {
-                Some(u) if u.starts_with("actions/cache@") => self.restore(&step),
+                Some(u) if u.starts_with("actions/cache/restore@") => self.restore(&step),
+                Some(u) if u.starts_with("actions/cache/save@") => {
+                    assert_eq!(
+                        step["if"].as_str(),
+                        Some("steps.restore.outputs.cache-hit != 'true'")
+                    );
+                    if self.fill("${{ steps.restore.outputs.cache-hit }}") != "true" {
+                        let path = self.fill(step["with"]["path"].as_str().expect("path"));
+                        let key = self.fill(step["with"]["key"].as_str().expect("key"));
+                        assert_eq!(key, self.outputs["key"]["key"]);
+                        self.saved = Some(PathBuf::from(path).join("bin/mcp-gauntlet"));
+                    }
+                }
                 Some(u) if u.starts_with("github/codeql-action/upload-sarif@") => {
                     if self.inputs["upload-sarif"] == "true" {
                         let file = self.fill(step["with"]["sarif_file"].as_str().unwrap_or(""));
@@ -150,12 +165,20 @@ impl Job {
     fn restore(&mut self, step: &serde_json::Value) {
         let path = self.fill(step["with"]["path"].as_str().expect("cache path"));
         let key = self.fill(step["with"]["key"].as_str().expect("cache key"));
-        assert!(key.starts_with("mcp-gauntlet-Linux-X64-"), "{key}");
-        if let Some(built) = &self.cache {
+        assert!(key.starts_with("mcp-gauntlet-Linux-X64-ubuntu24-"), "{key}");
+        let id = step["id"].as_str().expect("the restore step has an id");
+        let hit = if let Some(built) = &self.cache {
             let to = Path::new(&path).join("bin");
             std::fs::create_dir_all(&to).expect("the cache's folder");
             std::fs::copy(built, to.join("mcp-gauntlet")).expect("restore the cache");
-        }
+            "true"
+        } else {
+            "false"
+        };
+        self.outputs.insert(
+            id.to_string(),
+            BTreeMap::from([("cache-hit".to_string(), hit.to_string())]),
+        );
     }
 
     fn shell(&mut self, step: &serde_json::Value) {
@@ -185,6 +208,7 @@ impl Job {
             .env("GITHUB_STEP_SUMMARY", self.at("temp/summary.md"))
             .env("RUNNER_OS", "Linux")
             .env("RUNNER_ARCH", "X64")
+            .env("ImageOS", "ubuntu24")
             .env("RUNNER_TEMP", self.at("temp"))
             .env("RUNNER_TOOL_CACHE", self.at("tool-cache"))
             .timeout(Duration::from_secs(300));
@@ -248,6 +272,11 @@ fn the_action_builds_once_runs_and_reports_a_broken_server() {
     first.run();
     assert_eq!(first.failed, None, "fail: false keeps the step green");
     let dir = first.outputs["key"]["dir"].clone();
+    // Saved right after the build, though the run then fails.
+    assert_eq!(
+        first.saved.as_deref(),
+        Some(PathBuf::from(&dir).join("bin/mcp-gauntlet").as_path())
+    );
     assert!(dir.starts_with(&first.at("tool-cache").display().to_string()));
     assert_eq!(
         first.cargo_calls().trim(),
@@ -354,6 +383,17 @@ fn the_action_says_when_a_target_cannot_be_tested() {
     let mut job = Job::new(&[("http", url.as_str()), ("stdio", "server")]);
     job.run();
     assert_eq!(job.failed, Some(i32::from(mcp_gauntlet::exit::USAGE)));
+    assert_eq!(job.output("outcome"), "usage");
+    let mut job = Job::new(&[
+        ("http", url.as_str()),
+        ("stdio", "server"),
+        ("fail", "false"),
+    ]);
+    job.run();
+    assert_eq!(
+        (job.failed, job.output("exit-code")),
+        (None, "2".to_string())
+    );
 }
 
 /// The workflow that exercises the action uses it from this checkout, and reads only outputs

@@ -8,10 +8,20 @@ use super::{kind_of, Record, RunInfo, TrialVerdict};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::Duration;
 
-/// Text XML 1.0 can carry: quick-junit drops the control characters, and the two noncharacters
-/// it leaves (U+FFFE, U+FFFF, which no XML document may hold) become `?`.
+/// Text XML 1.0 can carry, with nothing for quick-junit to strip: a tab becomes a space, a
+/// carriage return goes, and every other control character (ESC included, so a hostile
+/// answer's unterminated escape sequence cannot make the ANSI stripper swallow what follows it)
+/// and the two noncharacters U+FFFE and U+FFFF become `?`.
 fn text(s: &str) -> String {
-    s.replace(['\u{fffe}', '\u{ffff}'], "?")
+    s.chars()
+        .filter(|c| *c != '\r')
+        .map(|c| match c {
+            '\t' => ' ',
+            '\n' => '\n',
+            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => '?',
+            c => c,
+        })
+        .collect()
 }
 
 fn elapsed(r: &Record) -> Duration {
@@ -85,7 +95,7 @@ mod tests {
     /// back with the same trials, statuses and counts.
     #[test]
     fn hostile_answers_keep_the_xml_well_formed_and_readable() {
-        let nasty = "<a href=\"x\">&amp;</a> ]]> \u{0}\u{1b}[31mred\u{7} \u{fffe}\u{ffff} 'q'";
+        let nasty = "<a href=\"x\">&amp;</a> ]]> \u{0}\u{1b}[31mred\u{7} \u{fffe}\u{ffff} 'q' \u{1b}]hidden?\ttab";
         let records = vec![
             record("batch/a", TrialVerdict::Fail, nasty),
             record("batch/b", TrialVerdict::Warn, nasty),
@@ -126,6 +136,8 @@ mod tests {
                     "{m:?}"
                 );
                 assert!(!m.contains('\u{0}') && !m.contains('\u{1b}') && !m.contains('\u{fffe}'));
+                // An unterminated escape hides nothing after it.
+                assert!(m.ends_with("'q' ?]hidden? tab"), "{m:?}");
                 assert_eq!(t.as_str(), "fail");
                 assert!(d.starts_with("explained: "));
             }

@@ -14,10 +14,13 @@ const PER_FAMILY: usize = 25;
 /// Characters of a finding shown.
 const FIRST_LINE: usize = 200;
 
-/// `text` as inert Markdown: HTML and the characters that make Markdown structure escaped, line
-/// breaks flattened, at most `max` characters.
+/// `text` as inert Markdown: HTML and the characters that make Markdown structure escaped, the
+/// characters GitHub would turn into a link or a mention (`:` of a scheme, `www.`, `@`) or math
+/// (`$`) written as character references, line breaks flattened, control and bidirectional
+/// formatting characters replaced, at most `max` characters.
 fn inert(text: &str, max: usize) -> String {
     let mut out = String::new();
+    let mut last = '\0';
     for (i, c) in text.chars().enumerate() {
         if i == max {
             out.push('…');
@@ -27,16 +30,45 @@ fn inert(text: &str, max: usize) -> String {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
+            ':' => out.push_str("&#58;"),
+            '@' => out.push_str("&#64;"),
+            '$' => out.push_str("&#36;"),
+            '.' if out.ends_with("www") || out.ends_with("WWW") => out.push_str("&#46;"),
             '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => out.push('?'),
+            c if c.is_control() || is_format(c) => out.push('?'),
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // A line of only `-` or `=` under text would make it a heading.
+            '-' | '=' | '+' if last == '\0' => {
                 out.push('\\');
                 out.push(c);
             }
             c => out.push(c),
         }
+        last = c;
     }
     out
+}
+
+/// Text for HTML context (inside `<summary>`, where Markdown is not read): only `&`, `<` and
+/// `>` escaped.
+fn html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A code span's text: backticks cannot end it early.
+fn code(text: &str) -> String {
+    html(&text.replace('`', "'"))
+}
+
+/// Unicode format characters that reorder or hide text (bidirectional controls, zero-width
+/// characters, the byte order mark).
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
 }
 
 /// A record's first finding that did not pass, as `[check] message`.
@@ -112,7 +144,11 @@ fn advisories(out: &mut String, records: &[Record]) {
             s.by.iter()
                 .map(|(case, lanes)| {
                     let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
-                    format!("`{case}` ({})", inert(&lanes.join(", "), FIRST_LINE))
+                    format!(
+                        "`{}` ({})",
+                        code(case),
+                        inert(&lanes.join(", "), FIRST_LINE)
+                    )
                 })
                 .collect();
         out.push_str(&format!(
@@ -183,7 +219,7 @@ fn families(out: &mut String, records: &[Record]) {
         let f = rs.iter().filter(|r| failing(r)).count();
         out.push_str(&format!(
             "<details><summary><b>{}</b>: {f} failed, {} warned</summary>\n\n",
-            inert(family, FIRST_LINE),
+            html(family),
             rs.len() - f
         ));
         // Failures first, then warnings, each in the run's order.
@@ -193,8 +229,8 @@ fn families(out: &mut String, records: &[Record]) {
             out.push_str(&format!(
                 "- {} `[{}] {}`: {}\n",
                 r.verdict.as_str().to_uppercase(),
-                kind_of(r),
-                r.id,
+                code(&kind_of(r)),
+                code(&r.id),
                 inert(&first_line(r), FIRST_LINE)
             ));
         }
@@ -240,9 +276,20 @@ mod tests {
         assert!(md.contains("&lt;img src=x onerror=alert(1)&gt;"), "{md}");
         assert!(
             md.contains(
-                "\\[click\\](http://evil.example) \\| cell \\# heading \\`code\\` \\*\\*bold\\*\\*"
+                "\\[click\\](http&#58;//evil.example) \\| cell \\# heading \\`code\\` \\*\\*bold\\*\\*"
             ),
             "{md}"
+        );
+        // Nothing GitHub would autolink, mention, typeset or reorder.
+        let more = "see www.evil.example or mail a@b.example, $x^2$ \u{202e}txet";
+        let other = step_summary(
+            &info("t"),
+            &[record("batch/c", TrialVerdict::Fail, more)],
+            &[],
+        );
+        assert!(
+            other.contains("www&#46;evil.example or mail a&#64;b.example, &#36;x^2&#36; ?txet"),
+            "{other}"
         );
         assert!(!md.lines().any(|l| l.starts_with("# heading")), "{md}");
         let cut = md
@@ -275,7 +322,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("Failed checks (trials): outcome 31"), "{md}");
-        assert!(md.contains("> **Incomplete:** 7 trials were not run: the target died after \\[http\\] nesting/n29, which was not brought back."), "{md}");
+        assert!(md.contains("> **Incomplete:** 7 trials were not run&#58; the target died after \\[http\\] nesting/n29, which was not brought back."), "{md}");
         let batch = md.split("<b>batch</b>").nth(1).expect("batch folded");
         let (f, w) = (
             batch.find("FAIL `[http] batch/f`").expect("f"),

@@ -27,6 +27,9 @@ pub struct Probe {
     pub initialized_by: Vec<String>,
     /// The server name a `server/discover` answer gave (its `_meta` serverInfo).
     pub discovered_by: Option<String>,
+    /// Legacy versions whose `initialize` got an answer agreeing to no version, with what the
+    /// answer was (`HTTP 401 …`), cut short.
+    pub refused: Vec<(String, String)>,
 }
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
@@ -39,13 +42,23 @@ impl Probe {
         !self.stateless.is_empty()
     }
 
-    /// Whether the target answered no probe the way an MCP server does: no version accepted or
-    /// answered with another, no `serverInfo`, no `server/discover`.
+    /// Whether every probe was answered, and none the way an MCP server does: no version
+    /// accepted or answered with another, no `serverInfo`, no `server/discover`. (A target
+    /// that left probes unanswered may only be slow to start: it is not judged by them.)
     pub fn speaks_nothing(&self) -> bool {
         self.accepted.is_empty()
             && self.countered.is_empty()
             && self.initialized_by.is_empty()
             && self.discovered_by.is_none()
+            && self.unclear.is_empty()
+    }
+
+    /// What the first refused `initialize` was answered with: `initialize 2025-06-18 was
+    /// answered: …`.
+    pub fn first_refusal(&self) -> Option<String> {
+        self.refused
+            .first()
+            .map(|(v, why)| format!("initialize {v} was answered: {why}"))
     }
 
     /// One line for the console: what was found.
@@ -141,7 +154,7 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
                 out.initialized_by.extend(server);
                 out.countered.push((v.to_string(), other));
             }
-            Heard::Refused => {}
+            Heard::Refused(why) => out.refused.push((v.to_string(), why)),
             Heard::Nothing => out.unclear.push(v.to_string()),
         }
     }
@@ -177,14 +190,27 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     out
 }
 
+/// A refusal's text for the console, on one line and cut at 160 characters.
+fn short(text: &str) -> String {
+    let one: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.char_indices().nth(160) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one,
+    }
+}
+
 /// What one probe heard.
 #[derive(Debug, PartialEq)]
 enum Heard {
     /// `initialize` answered with this version (over HTTP: with a session id or not), by the
     /// server its `serverInfo` names.
     Agreed(String, Option<bool>, Option<String>),
-    /// An answer that agrees to no version (an error, a refusal status).
-    Refused,
+    /// An answer that agrees to no version (an error, a refusal status), and what it was.
+    Refused(String),
     /// No answer at all: a deadline passed, the connection failed, the process never wrote.
     Nothing,
 }
@@ -196,7 +222,7 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
             let deadline = Instant::now() + settings.probe_timeout;
             match http_handshake(url, settings, deadline).await {
                 Ok(hs) => Heard::Agreed(hs.version, Some(hs.session.is_some()), hs.server),
-                Err(TransportError::Handshake(_)) => Heard::Refused,
+                Err(TransportError::Handshake(why)) => Heard::Refused(short(&why)),
                 Err(_) => Heard::Nothing,
             }
         }
@@ -210,9 +236,10 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
             let server = result.and_then(server_name);
             result
                 .and_then(|r| r.get("protocolVersion")?.as_str())
-                .map_or(Heard::Refused, |v| {
-                    Heard::Agreed(v.to_string(), None, server)
-                })
+                .map_or_else(
+                    || Heard::Refused(short(&answer.to_string())),
+                    |v| Heard::Agreed(v.to_string(), None, server),
+                )
         }
     }
 }
