@@ -12,6 +12,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+mod methods;
+mod request;
+
+use request::Request;
+
 /// Protocol versions the gate speaks to clients unless configured otherwise, oldest first.
 pub const SUPPORTED_VERSIONS: &[&str] = era::DEFAULT_VERSIONS;
 /// How long the engine may take before its silence counts as a denial.
@@ -408,11 +413,9 @@ impl Proxy {
     }
 
     /// Handle a message in a client session (or none): canonicalized by [`Proxy::parse`], `raw`
-    /// is what it came from.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "the request dispatcher: the era check, then one arm per MCP method, every arm deciding through the same closures over this request (decision id, trace, scope needed, answers); kept whole so each method's path through the policy reads top to bottom in a security review"
-    )]
+    /// is what it came from. The era's claim is checked first; a notification goes to
+    /// [`Proxy::notify`]; a request's facts are fixed in a [`Request`] and its method's handler
+    /// decides (`methods.rs`).
     pub async fn handle_in(
         &self,
         server_id: &str,
@@ -426,253 +429,42 @@ impl Proxy {
         // speaks, with the client's capabilities, before anything else happens.
         let claim = era::claim(c);
         let modern = claim != Claim::Legacy;
-        let codes = if modern {
-            self.modern_codes
-        } else {
-            self.codes
-        };
-        let done = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
-            bytes,
-            handled,
-            decision_id: decision.clone(),
-            scope_needed: None,
-            negotiated: None,
-            modern,
-        };
         let id = c.message().id();
-        let refuse = |bytes: Vec<u8>| Answer::Done(done(id.map(|_| bytes), Handled::Refused));
-        match &claim {
-            Claim::Legacy => {}
-            Claim::Malformed => {
-                return refuse(error_bytes(id, -32602, MSG_BAD_META));
+        let refusal = match &claim {
+            Claim::Legacy => None,
+            Claim::Malformed => Some(error_bytes(id, -32602, MSG_BAD_META)),
+            Claim::Modern(v) if !(era::is_modern(v) && self.versions.iter().any(|s| s == v)) => {
+                Some(self.unsupported(id, Some(v)))
             }
-            Claim::Modern(v) => {
-                if !(era::is_modern(v) && self.versions.iter().any(|s| s == v)) {
-                    return refuse(self.unsupported(id, Some(v)));
-                }
-                if !era::has_capabilities(c) {
-                    return refuse(error_bytes(id, -32602, MSG_BAD_META));
-                }
+            Claim::Modern(_) if !era::has_capabilities(c) => {
+                Some(error_bytes(id, -32602, MSG_BAD_META))
             }
+            Claim::Modern(_) => None,
+        };
+        if let Some(bytes) = refusal {
+            let bytes = id.map(|_| bytes);
+            return Answer::Done(request::result(&decision, modern, bytes, Handled::Refused));
         }
-        let (id, method) = match c.message() {
+        match c.message() {
             Message::Notification { method, .. } => {
                 self.notify(server_id, session, c, method, credentials.scopes.as_deref())
                     .await;
-                return Answer::Done(done(None, Handled::Accepted));
+                Answer::Done(request::result(&decision, modern, None, Handled::Accepted))
             }
-            Message::Request { id, method, .. } => (id, method.as_str()),
-        };
-        let ctx = RelayCtx {
-            engine: self.engine.clone(),
-            server_id: server_id.to_string(),
-            limits: self.downstream_limits(),
-            codes,
-            session: session.cloned(),
-            request: Some((id.clone(), method.to_string())),
-            modern,
-            faults: self.faults,
-        };
-        // Each use of a resource, prompt or method is decided once and traced.
-        let held = credentials.scopes.as_deref();
-        // The scope a denied use would have needed (403 `insufficient_scope` over HTTP).
-        let needed: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-        let allows = |kind: ActionKind, subject: &str| {
-            let allowed = relay::allowed(self.engine.as_ref(), server_id, kind, subject, held);
-            if !allowed {
-                let scope = self
-                    .engine
-                    .missing_scope(server_id, Some(kind), subject, held);
-                if let (Some(scope), Ok(mut n)) = (scope, needed.lock()) {
-                    n.get_or_insert(scope);
-                }
-            }
-            self.tracer.record(&Trace {
-                decision_id: &decision,
-                server: server_id,
-                tool: bounded(subject),
-                kind: Some(match kind {
-                    ActionKind::Resource => "resource",
-                    ActionKind::Prompt => "prompt",
-                    ActionKind::Method => "method",
-                    ActionKind::ServerRequest => "server_request",
-                }),
-                principal: credentials.principal.as_deref(),
-                verdict: if allowed { "allow" } else { "deny" },
-            });
-            allowed
-        };
-        let denied = || {
-            let mut r = done(
-                Some(error_bytes(Some(id), codes.denied, MSG_DENIED)),
-                Handled::Denied,
-            );
-            r.scope_needed = needed.lock().ok().and_then(|mut n| n.take());
-            Answer::Done(r)
-        };
-        let bad_params = || {
-            Answer::Done(done(
-                Some(error_bytes(Some(id), -32602, MSG_BAD_META)),
-                Handled::Local,
-            ))
-        };
-        let forward = |bytes: Vec<u8>| self.forward(ctx.clone(), bytes, decision.clone());
-        let gate_owned = [
-            "initialize",
-            "ping",
-            "server/discover",
-            "tools/call",
-            "tools/list",
-        ];
-        if self.faults.unpoliced_methods() && !gate_owned.contains(&method) {
-            return forward(c.forwarding_bytes().to_vec()).await;
-        }
-        let unknown = || {
-            Answer::Done(done(
-                Some(error_bytes(Some(id), -32601, MSG_NO_METHOD)),
-                Handled::UnknownMethod,
-            ))
-        };
-        match method {
-            "initialize" if modern => unknown(),
-            "initialize" => {
-                let requested = match c.message() {
-                    Message::Request {
-                        params: Some(p), ..
-                    } => p
-                        .iter()
-                        .find(|(k, _)| k == "protocolVersion")
-                        .and_then(|(_, v)| v.as_str().map(str::to_string)),
-                    _ => None,
-                };
-                let Some(requested) = requested else {
-                    return Answer::Done(done(
-                        Some(error_bytes(Some(id), -32602, "Invalid params")),
-                        Handled::Local,
-                    ));
-                };
-                let newest_legacy = self
-                    .versions
-                    .iter()
-                    .filter(|v| !era::is_modern(v))
-                    .max()
-                    .cloned();
-                let Some(newest_legacy) = newest_legacy else {
-                    // A modern-only gate names what it speaks to a legacy client.
-                    return Answer::Done(done(
-                        Some(self.unsupported(Some(id), Some(&requested))),
-                        Handled::Refused,
-                    ));
-                };
-                let version = if self.speaks_legacy(&requested) {
-                    requested
-                } else {
-                    newest_legacy
-                };
-                let result = format!(
-                    r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{"listChanged":false}}}},"serverInfo":{{"name":"reference-gate","version":"{}"}}}}"#,
-                    env!("CARGO_PKG_VERSION")
+            Message::Request { id, method, .. } => {
+                let r = Request::new(
+                    self,
+                    server_id,
+                    session,
+                    raw,
+                    c,
+                    credentials,
+                    (id, method.as_str()),
+                    decision,
+                    modern,
                 );
-                let mut r = done(Some(result_bytes(id, &result)), Handled::Local);
-                r.negotiated = Some(version);
-                Answer::Done(r)
+                self.dispatch(&r).await
             }
-            "server/discover" if modern => {
-                let result = serde_json::json!({
-                    "resultType": "complete",
-                    "supportedVersions": self.versions,
-                    "capabilities": {"tools": {"listChanged": false}},
-                    "ttlMs": 0,
-                    "cacheScope": "private",
-                    "_meta": {"io.modelcontextprotocol/serverInfo":
-                        {"name": "reference-gate", "version": env!("CARGO_PKG_VERSION")}}
-                });
-                Answer::Done(done(
-                    Some(result_bytes(id, &result.to_string())),
-                    Handled::Local,
-                ))
-            }
-            // 2026-07-28 removed `ping` along with the handshake.
-            "ping" if modern => unknown(),
-            "ping" => Answer::Done(done(Some(result_bytes(id, "{}")), Handled::Local)),
-            "tools/call" => {
-                let mut a = self
-                    .tools_call(ctx.clone(), raw, c, credentials, &decision)
-                    .await;
-                match &mut a {
-                    Answer::Done(r) | Answer::Stream(r, _) => r.modern = modern,
-                }
-                a
-            }
-            // Lists: forwarded, and filtered by the same rules that decide a use.
-            "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
-                forward(c.forwarding_bytes().to_vec()).await
-            }
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                // One spelling of the URI is judged, and that spelling is what goes downstream.
-                let Some(uri) = c.message().param("uri").and_then(Json::as_str) else {
-                    return bad_params();
-                };
-                if self.faults.raw_uri_match() {
-                    // The fault: the client's spelling judged and forwarded.
-                    if !allows(ActionKind::Resource, uri) {
-                        return denied();
-                    }
-                    return forward(c.forwarding_bytes().to_vec()).await;
-                }
-                let Some(uri) = relay::normalize_uri(uri) else {
-                    return bad_params();
-                };
-                if !allows(ActionKind::Resource, &uri) {
-                    return denied();
-                }
-                let params = c.message().params().map(Vec::as_slice).unwrap_or(&[]);
-                let params = relay::replace_param(params, "uri", Json::String(uri));
-                let bytes = Canonical::new(Message::Request {
-                    id: id.clone(),
-                    method: method.to_string(),
-                    params: Some(params),
-                });
-                forward(bytes.forwarding_bytes().to_vec()).await
-            }
-            "prompts/get" => match c.message().param("name").and_then(Json::as_str) {
-                Some(name) if allows(ActionKind::Prompt, name) => {
-                    forward(c.forwarding_bytes().to_vec()).await
-                }
-                Some(_) => denied(),
-                None => bad_params(),
-            },
-            "completion/complete" => {
-                // Completing reveals what a prompt or resource takes: the same rule as using it.
-                let r = c.message().param("ref");
-                let kind = r.and_then(|r| r.get("type")).and_then(Json::as_str);
-                let subject = match kind {
-                    Some("ref/prompt") => r
-                        .and_then(|r| r.get("name"))
-                        .and_then(Json::as_str)
-                        .map(|n| (ActionKind::Prompt, n.to_string())),
-                    // The same one spelling of the URI as a read (a template's braces stay).
-                    Some("ref/resource") => r
-                        .and_then(|r| r.get("uri"))
-                        .and_then(Json::as_str)
-                        .and_then(relay::normalize_uri)
-                        .map(|u| (ActionKind::Resource, u)),
-                    _ => None,
-                };
-                match subject {
-                    Some((k, s)) if allows(k, &s) && allows(ActionKind::Method, method) => {
-                        forward(c.forwarding_bytes().to_vec()).await
-                    }
-                    Some(_) => denied(),
-                    None => bad_params(),
-                }
-            }
-            // Any other method (logging/setLevel, tasks, extensions): only when a rule allows
-            // it by name; else it does not exist here (GATE-METH-01).
-            other if allows(ActionKind::Method, other) => {
-                forward(c.forwarding_bytes().to_vec()).await
-            }
-            _ => unknown(),
         }
     }
 
