@@ -3,7 +3,7 @@
 //! body size on the declared length and while streaming (413), sessions (400 without, 404
 //! unknown), protocol version (400), GET/DELETE, other methods 405 with `Allow`.
 
-use crate::canonical::Message;
+use crate::canonical::{Canonical, Message};
 use crate::era;
 use crate::proxy::{Answer as Outcome, Credentials, Handled, Proxy, Refusal};
 use crate::relay::{Relayed, Session};
@@ -546,39 +546,65 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     }
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the POST checks in the order they must run (media type, Accept, size, body, parse, header binding, session, proxy, answer), each early return a refusal; split, the half-checked request would be handed between functions"
-)]
+/// A POST, in typed steps: each returns what it checked, or the answer that ends the request
+/// (boxed: a refusal is the rare path). The headers (media type, Accept, content coding) and the
+/// body within its bound ([`checked_body`]), the canonical message or a client's reply
+/// ([`canonical_or_reply`]), the era and the session ([`admit`]), then the proxy's answer as
+/// HTTP ([`respond`]).
 async fn post(
     front: &HttpFront,
     headers: &HeaderMap,
     body: Incoming,
     credentials: &Credentials,
 ) -> Answer {
+    let steps = async {
+        let raw = checked_body(front, headers, body).await?;
+        let canonical = canonical_or_reply(front, headers, credentials, &raw).await?;
+        let admitted = admit(front, headers, &canonical, credentials)?;
+        Ok::<Answer, Box<Answer>>(respond(front, credentials, &raw, &canonical, admitted).await)
+    };
+    steps.await.unwrap_or_else(|refused| *refused)
+}
+
+/// The answer that ends a request early.
+type Early = Box<Answer>;
+
+/// The body of a POST whose headers the gate takes (a JSON media type, an Accept naming JSON
+/// and SSE, no content coding), read within the byte bound.
+async fn checked_body(
+    front: &HttpFront,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Vec<u8>, Early> {
     let faults = front.proxy.faults();
+    let refuse = |status, message| Box::new(front.refuse(status, message));
     if !content_type_ok(headers) && !faults.any_media_type() {
-        return front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
+        return Err(refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type",
+        ));
     }
     if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
-        return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
+        return Err(refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable"));
     }
     if !identity_coded(headers) {
         #[cfg(feature = "faults")]
         if faults.unpoliced_codings {
-            return crate::forward::FAULT_HEADERS
-                .scope(
-                    passed_on(headers, "content-encoding"),
-                    unpoliced_route(front, headers, body),
-                )
-                .await;
+            return Err(Box::new(
+                crate::forward::FAULT_HEADERS
+                    .scope(
+                        passed_on(headers, "content-encoding"),
+                        unpoliced_route(front, headers, body),
+                    )
+                    .await,
+            ));
         }
         // The gate polices the bytes it reads and forwards only its own canonical bytes: a body
         // it would have to decode first is refused before it is read (RFC 9110 §15.5.16).
-        let mut r = front.refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
+        let mut r = refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Media Type");
         r.headers_mut()
             .insert("accept-encoding", HeaderValue::from_static("identity"));
-        return r;
+        return Err(r);
     }
     let limit = if faults.no_size_limit() {
         64 * 1024 * 1024
@@ -587,108 +613,179 @@ async fn post(
     };
     let declared = match one(headers, "content-length") {
         Ok(v) => v.and_then(|v| v.trim().parse::<u64>().ok()),
-        Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
+        Err(()) => return Err(refuse(StatusCode::BAD_REQUEST, "Bad Request")),
     };
     if declared.is_some_and(|n| n > limit as u64) {
-        return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large");
+        return Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large"));
     }
-    let raw = match read_body(body, limit, front.settings.read_deadline).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => {
-            return front.refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")
-        }
-        Err(BodyError::Failed) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
-    };
+    match read_body(body, limit, front.settings.read_deadline).await {
+        Ok(b) => Ok(b),
+        Err(BodyError::TooLarge) => Err(refuse(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")),
+        Err(BodyError::Failed) => Err(refuse(StatusCode::BAD_REQUEST, "Bad Request")),
+    }
+}
+
+/// The body as one canonical message. A client's reply to a request the gate relayed to it is
+/// handled here (only in its session, only for an id that session was given and has not
+/// answered) and ends the request, as anything malformed does.
+async fn canonical_or_reply(
+    front: &HttpFront,
+    headers: &HeaderMap,
+    credentials: &Credentials,
+    raw: &[u8],
+) -> Result<Canonical, Early> {
     #[cfg(feature = "faults")]
     if let Some(r) = front
         .proxy
-        .batch_fault(&front.settings.server_id, &raw)
+        .batch_fault(&front.settings.server_id, raw)
         .await
     {
-        return json_answer(StatusCode::OK, r.response_bytes().unwrap_or_default());
+        return Err(Box::new(json_answer(
+            StatusCode::OK,
+            r.response_bytes().unwrap_or_default(),
+        )));
     }
-    let canonical = match front.proxy.parse(&raw) {
-        Ok(c) => c,
-        Err(_) if front.proxy.is_reply(&raw) => {
-            // A client's answer to a request the gate relayed to it: only in its session, only
-            // for an id that session was given and has not answered.
+    match front.proxy.parse(raw) {
+        Ok(c) => Ok(c),
+        Err(_) if front.proxy.is_reply(raw) => {
             let state = match front.session(headers, credentials.principal.as_deref()) {
                 Ok((_, _, state)) => state,
-                Err((status, msg)) => return front.refuse(status, msg),
+                Err((status, msg)) => return Err(Box::new(front.refuse(status, msg))),
             };
-            return match front.proxy.client_reply(&state, &raw).await {
-                Ok(()) => {
-                    let mut r = Response::new(GateBody::empty());
-                    *r.status_mut() = StatusCode::ACCEPTED;
-                    r
-                }
-                Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
-                Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown response"),
-            };
+            Err(Box::new(
+                match front.proxy.client_reply(&state, raw).await {
+                    Ok(()) => accepted(),
+                    Err(Refusal::Downstream) => {
+                        front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway")
+                    }
+                    Err(_) => {
+                        front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown response")
+                    }
+                },
+            ))
         }
         Err(_) => {
             let r = front.proxy.malformed();
-            return json_answer(
+            Err(Box::new(json_answer(
                 StatusCode::BAD_REQUEST,
                 r.response_bytes().unwrap_or_default(),
-            );
+            )))
         }
-    };
+    }
+}
+
+/// 202 with no body.
+fn accepted() -> Answer {
+    let mut r = Response::new(GateBody::empty());
+    *r.status_mut() = StatusCode::ACCEPTED;
+    r
+}
+
+/// A canonical request admitted in its era: a modern one held to its headers (and without a
+/// session), a legacy `initialize` carrying no session, any other legacy message in its
+/// session at the version that session agreed.
+struct Admitted {
+    is_initialize: bool,
+    session: Option<Arc<Session>>,
+}
+
+fn admit(
+    front: &HttpFront,
+    headers: &HeaderMap,
+    canonical: &Canonical,
+    credentials: &Credentials,
+) -> Result<Admitted, Early> {
+    let refuse = |status, message| Box::new(front.refuse(status, message));
     // The era: a `_meta` version in the body, or a modern version header, makes the request
-    // modern. A modern request is held to its headers before anything else, and has no session;
-    // a legacy one needs its session and the version that session agreed.
+    // modern.
     let header_version = match one(headers, VERSION) {
         Ok(v) => v,
-        Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
+        Err(()) => {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: protocol version",
+            ))
+        }
     };
     let pairs: Vec<(&str, &[u8])> = headers
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_bytes()))
         .collect();
-    let admission = era::admit(&canonical, pairs.as_slice());
-    let modern = admission.is_some();
-    let is_initialize = !modern
+    let admission = era::admit(canonical, pairs.as_slice());
+    let is_initialize = admission.is_none()
         && canonical.message().method() == "initialize"
         && matches!(canonical.message(), Message::Request { .. });
-    let mut session = None;
     if let Some(binding) = admission {
-        if binding.is_err() && !faults.skip_binding() {
-            let r = front.proxy.header_mismatch(&canonical);
-            return json_answer(
+        if binding.is_err() && !front.proxy.faults().skip_binding() {
+            let r = front.proxy.header_mismatch(canonical);
+            return Err(Box::new(json_answer(
                 StatusCode::BAD_REQUEST,
                 r.response_bytes().unwrap_or_default(),
-            );
+            )));
         }
-    } else if is_initialize {
+        return Ok(Admitted {
+            is_initialize,
+            session: None,
+        });
+    }
+    if is_initialize {
         if headers.contains_key(SESSION) {
-            return front.refuse(
+            return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 "Bad Request: initialize carries a session",
-            );
+            ));
         }
-    } else {
-        let (negotiated, state) = match front.session(headers, credentials.principal.as_deref()) {
-            Ok((_, v, state)) => (v, state),
-            Err((status, msg)) => return front.refuse(status, msg),
-        };
-        match header_version {
-            None => {}
-            Some(v) if era::session_accepts_header(&negotiated, v) => {}
-            _ => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request: protocol version"),
-        }
-        session = Some(state);
+        return Ok(Admitted {
+            is_initialize,
+            session: None,
+        });
     }
+    let (negotiated, state) = match front.session(headers, credentials.principal.as_deref()) {
+        Ok((_, v, state)) => (v, state),
+        Err((status, msg)) => return Err(refuse(status, msg)),
+    };
+    match header_version {
+        None => {}
+        Some(v) if era::session_accepts_header(&negotiated, v) => {}
+        _ => {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: protocol version",
+            ))
+        }
+    }
+    Ok(Admitted {
+        is_initialize,
+        session: Some(state),
+    })
+}
+
+/// The proxy's answer to an admitted request, as HTTP: the status its handling calls for, 403
+/// with a scope challenge for a denial a scope would have lifted, and a new session's id.
+async fn respond(
+    front: &HttpFront,
+    credentials: &Credentials,
+    raw: &[u8],
+    canonical: &Canonical,
+    admitted: Admitted,
+) -> Answer {
     let server_id = &front.settings.server_id;
-    let (outcome, opened) = if is_initialize {
+    let (outcome, opened) = if admitted.is_initialize {
         let (r, state) = front
             .proxy
-            .open_session(server_id, &raw, &canonical, credentials)
+            .open_session(server_id, raw, canonical, credentials)
             .await;
         (Outcome::Done(r), state)
     } else {
         let outcome = front
             .proxy
-            .handle_in(server_id, session.as_ref(), &raw, &canonical, credentials)
+            .handle_in(
+                server_id,
+                admitted.session.as_ref(),
+                raw,
+                canonical,
+                credentials,
+            )
             .await;
         (outcome, None)
     };
@@ -698,11 +795,7 @@ async fn post(
     };
     let mut answer = match (result.handled, result.response_bytes()) {
         (Handled::Refused, None) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
-        (Handled::Accepted, _) | (_, None) => {
-            let mut r = Response::new(GateBody::empty());
-            *r.status_mut() = StatusCode::ACCEPTED;
-            r
-        }
+        (Handled::Accepted, _) | (_, None) => accepted(),
         (Handled::Malformed | Handled::Refused, Some(b)) => json_answer(StatusCode::BAD_REQUEST, b),
         (Handled::UnknownMethod, Some(b)) if result.modern => json_answer(StatusCode::NOT_FOUND, b),
         (_, Some(b)) => json_answer(StatusCode::OK, b),
@@ -717,9 +810,25 @@ async fn post(
             answer.headers_mut().insert("www-authenticate", v);
         }
     }
-    if let (Some(version), Some(state)) = (result.negotiated.filter(|_| is_initialize), opened) {
+    let negotiated = result.negotiated.filter(|_| admitted.is_initialize);
+    if let (Some(version), Some(state)) = (negotiated, opened) {
+        front.keep_session(&mut answer, version, state, credentials);
+    }
+    answer
+}
+
+impl HttpFront {
+    /// A new client session, kept under a fresh id the answer carries (at the cap, one is
+    /// dropped and its downstream closed).
+    fn keep_session(
+        &self,
+        answer: &mut Answer,
+        version: String,
+        state: Arc<Session>,
+        credentials: &Credentials,
+    ) {
         let id = session_id();
-        if let Ok(mut s) = front.sessions.lock() {
+        if let Ok(mut s) = self.sessions.lock() {
             if s.len() >= MAX_SESSIONS {
                 // The oldest is unknown here; any one goes (its client starts over with 404).
                 if let Some(k) = s.keys().next().cloned() {
@@ -736,7 +845,6 @@ async fn post(
             answer.headers_mut().insert(SESSION, v);
         }
     }
-    answer
 }
 
 /// Most client sessions kept at once.
