@@ -451,7 +451,13 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
         .as_ref()
         .map(|p| p.accepted.clone())
         .unwrap_or_default();
+    // A target that speaks no MCP is refused by the runner; the fallback is not worth a note.
+    let speaks_nothing = !matches!(spec, Spec::These(_))
+        && probe.as_ref().is_some_and(exchange::Probe::speaks_nothing);
     let fallback = || {
+        if speaks_nothing {
+            return vec![crate::versions::NEWEST_LEGACY.to_string()];
+        }
         eprintln!(
             "note: the target answered neither server/discover nor initialize; using {}",
             crate::versions::NEWEST_LEGACY
@@ -473,13 +479,14 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
             "note: the target issues no Mcp-Session-Id (stateless); cases about sessions do not apply to it and are shown as ignored"
         );
     }
-    let nothing_spoken = probe
-        .as_ref()
-        .filter(|p| !matches!(spec, Spec::These(_)) && p.speaks_nothing())
-        .map(|p| match p.first_refusal() {
-            Some(why) => format!("{why}; {}", p.summary()),
-            None => p.summary(),
-        });
+    let nothing_spoken =
+        probe
+            .as_ref()
+            .filter(|_| speaks_nothing)
+            .map(|p| match p.first_refusal() {
+                Some(why) => format!("{why}; {}", p.summary()),
+                None => p.summary(),
+            });
     Picked {
         versions,
         stateless,

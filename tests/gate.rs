@@ -722,3 +722,29 @@ fn a_jwks_url_is_fetched_once_and_cached_and_a_missing_one_refuses_every_token()
         Err(reference_gate::auth::AuthError::PlainRemote)
     ));
 }
+
+/// One handshake per connection over stdio too (MCP-LIFE-09): a second `initialize` on an
+/// initialized stdio session is refused, not answered as a new handshake at another version.
+/// The embedded default's gate lanes over stdio, strict, on that case (the HTTP front refuses
+/// it for carrying a session).
+#[test]
+fn a_second_initialize_over_stdio_is_refused() {
+    let out = assert_cmd::Command::new(crate::util::bin())
+        .args(["run", "--strict", "--report"])
+        .arg(std::env::temp_dir().join(format!("second-init-{}.json", std::process::id())))
+        .args([
+            "--",
+            "--exact",
+            "lifecycle/second-initialize-on-initialized-session",
+        ])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let ran: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("[gate/stdio") && l.ends_with(" ok"))
+        .collect();
+    assert_eq!(ran.len(), 2, "both legacy versions over stdio: {stdout}");
+}

@@ -114,12 +114,17 @@ where
                     && request
                 {
                     // Nothing but initialize and ping before initialize (MCP-LIFE-01).
-                    let id = id.map_or_else(|| b"null".to_vec(), |i| i.to_canonical());
-                    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
-                    out.extend_from_slice(&id);
-                    out.extend_from_slice(format!(r#","error":{{"code":{refusal_code},"message":"Server not initialized"}}}}"#).as_bytes());
-                    Some(out)
-                } else if legacy && request && method == "initialize" && session.is_none() {
+                    Some(refusal(id.as_ref(), refusal_code, "Server not initialized"))
+                } else if legacy && request && method == "initialize" && session.is_some() {
+                    // One handshake per connection: a second initialize may not renegotiate or
+                    // take over the session (MCP-LIFE-09), as over HTTP, where it carries a
+                    // session and is refused.
+                    Some(refusal(
+                        id.as_ref(),
+                        refusal_code,
+                        "Invalid Request: already initialized",
+                    ))
+                } else if legacy && request && method == "initialize" {
                     let (r, opened) = proxy.open_session(server_id, &l, &c, &credentials).await;
                     if let Some(s) = opened {
                         // What the server says outside any request, as it comes.
@@ -150,6 +155,17 @@ where
             write_line(&output, &bytes).await?;
         }
     }
+}
+
+/// The gate's refusal of a request, with its id (or null).
+fn refusal(id: Option<&crate::canonical::Id>, code: i64, message: &str) -> Vec<u8> {
+    let id = id.map_or_else(|| b"null".to_vec(), crate::canonical::Id::to_canonical);
+    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    out.extend_from_slice(&id);
+    out.extend_from_slice(
+        format!(r#","error":{{"code":{code},"message":"{message}"}}}}"#).as_bytes(),
+    );
+    out
 }
 
 /// A JSON object with `result` or `error` and no `method`.
