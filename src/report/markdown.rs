@@ -4,8 +4,9 @@
 //! and each family's trials with their first finding, folded. What a target answered is quoted
 //! here, so every text from a trial is escaped (no HTML, no Markdown structure) and cut short.
 
-use super::{advisories_seen, kind_of, Record, RunInfo, TrialVerdict};
-use crate::verdict::Status;
+use super::{
+    advisories_seen, failed_checks, failing, headline, kind_of, Record, RunInfo, TrialVerdict,
+};
 use std::collections::BTreeMap;
 
 /// Trials listed per family (the rest are counted): a summary is read, and GitHub keeps at most
@@ -71,16 +72,12 @@ fn is_format(c: char) -> bool {
     matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
 }
 
-/// A record's first finding that did not pass, as `[check] message`.
+/// A record's headline finding as `[check] message`.
 fn first_line(r: &Record) -> String {
-    r.findings
-        .iter()
-        .find(|f| f.status != Status::Pass)
-        .or(r.findings.first())
-        .map_or_else(
-            || r.verdict.to_string(),
-            |f| format!("[{}] {}", f.check.as_str(), f.message),
-        )
+    headline(r).map_or_else(
+        || r.verdict.to_string(),
+        |f| format!("[{}] {}", f.check.as_str(), f.message),
+    )
 }
 
 /// The run's Markdown summary. `not_run` is the run's trials left not run by a target that died
@@ -163,10 +160,6 @@ fn advisories(out: &mut String, records: &[Record]) {
     out.push('\n');
 }
 
-fn failing(r: &Record) -> bool {
-    matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale)
-}
-
 /// The failures and warnings by family: a table of counts, the checks that failed, and each
 /// family's trials folded under it.
 fn families(out: &mut String, records: &[Record]) {
@@ -193,20 +186,7 @@ fn families(out: &mut String, records: &[Record]) {
             rs.len() - f
         ));
     }
-    let mut checks: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for r in by.values().flatten().filter(|r| failing(r)) {
-        let mut seen: Vec<&'static str> = r
-            .findings
-            .iter()
-            .filter(|f| f.status == Status::Fail)
-            .map(|f| f.check.as_str())
-            .collect();
-        seen.sort_unstable();
-        seen.dedup();
-        for c in seen {
-            *checks.entry(c).or_default() += 1;
-        }
-    }
+    let checks = failed_checks(by.values().flatten().copied());
     if !checks.is_empty() {
         let shown: Vec<String> = checks.iter().map(|(c, n)| format!("{c} {n}")).collect();
         out.push_str(&format!(

@@ -244,6 +244,39 @@ pub fn count_line(records: &[Record]) -> String {
     )
 }
 
+/// Whether a trial counts as failed: a failure, or a stale baseline entry.
+pub(crate) fn failing(r: &Record) -> bool {
+    matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale)
+}
+
+/// The finding a trial is summed up by: its first failed one, else its first warned one, else
+/// its first.
+pub(crate) fn headline(r: &Record) -> Option<&Finding> {
+    let first = |s: Status| r.findings.iter().find(|f| f.status == s);
+    first(Status::Fail)
+        .or_else(|| first(Status::Warn))
+        .or(r.findings.first())
+}
+
+/// How many failing trials (see [`failing`]) each check failed, a trial counted once per check.
+pub(crate) fn failed_checks<'a>(
+    records: impl Iterator<Item = &'a Record>,
+) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut checks = std::collections::BTreeMap::new();
+    for r in records.filter(|r| failing(r)) {
+        let seen: std::collections::BTreeSet<&'static str> = r
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.check.as_str())
+            .collect();
+        for c in seen {
+            *checks.entry(c).or_default() += 1;
+        }
+    }
+    checks
+}
+
 /// One line per failed trial (and stale baseline entry), `FAIL [lane] id: [check] message`,
 /// after a heading; empty when none failed. A quiet run prints it in place of libtest's lines.
 pub fn failure_lines(records: &[Record]) -> String {
@@ -256,14 +289,9 @@ pub fn failure_lines(records: &[Record]) -> String {
     }
     let mut out = format!("\nfailed ({}):\n", failed.len());
     for r in failed {
-        let first = r
-            .findings
-            .iter()
-            .find(|f| f.status == Status::Fail)
-            .or(r.findings.first())
-            .map_or(String::new(), |f| {
-                format!(": [{}] {}", f.check.as_str(), f.message)
-            });
+        let first = headline(r).map_or(String::new(), |f| {
+            format!(": [{}] {}", f.check.as_str(), f.message)
+        });
         out.push_str(&format!(
             "    {} [{}] {}{first}\n",
             r.verdict.as_str().to_uppercase(),
@@ -291,27 +319,15 @@ pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     }
     let mut out = format!("\n{}\n", count_line(records));
     let mut families: BTreeMap<&str, [usize; 2]> = BTreeMap::new();
-    let mut checks: BTreeMap<&'static str, usize> = BTreeMap::new();
     for r in records {
         let family = r.id.split('/').next().unwrap_or(&r.id);
         match r.verdict {
             TrialVerdict::Fail | TrialVerdict::Stale => families.entry(family).or_default()[0] += 1,
             TrialVerdict::Warn => families.entry(family).or_default()[1] += 1,
-            _ => continue,
-        }
-        if r.verdict == TrialVerdict::Warn {
-            continue;
-        }
-        let seen: std::collections::BTreeSet<&'static str> = r
-            .findings
-            .iter()
-            .filter(|f| f.status == crate::verdict::Status::Fail)
-            .map(|f| f.check.as_str())
-            .collect();
-        for c in seen {
-            *checks.entry(c).or_default() += 1;
+            _ => {}
         }
     }
+    let checks = failed_checks(records.iter());
     let shown: Vec<String> = families
         .iter()
         .map(|(f, [fail, warn])| match (fail, warn) {
