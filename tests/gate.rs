@@ -748,3 +748,167 @@ fn a_second_initialize_over_stdio_is_refused() {
         .collect();
     assert_eq!(ran.len(), 2, "both legacy versions over stdio: {stdout}");
 }
+
+/// A gate in front of stdio witnesses (a child per client session) whose sessions go idle after
+/// `idle_ms`, at most `max` at once; each child writes its pid to the returned file.
+fn stdio_gate(idle_ms: u64, max: usize) -> (Running, std::path::PathBuf) {
+    let pids = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+    let pids = pids.keep().unwrap();
+    let script = format!(
+        "echo $$ >> '{}'; exec '{}' witness --stdio",
+        pids.display(),
+        crate::util::bin().display()
+    );
+    let gate = start(|cfg| {
+        cfg.servers.insert(
+            cfg.server.clone(),
+            reference_gate::config::Server::Command(vec!["sh".into(), "-c".into(), script]),
+        );
+        cfg.deadlines.session_idle_ms = idle_ms;
+        cfg.deadlines.max_sessions = max;
+    });
+    (gate, pids)
+}
+
+fn pids(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    // A child the gate killed is reaped by it (`wait`), so its /proc entry goes.
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Wait (at most 20 s) until `pid` has ended.
+fn ends(pid: u32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::time::Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+const ECHO: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#;
+
+/// A client that never says DELETE costs nothing once idle: its session is forgotten and its
+/// downstream child ends; a session in use is kept.
+#[test]
+fn an_idle_session_is_forgotten_and_its_stdio_child_ends() {
+    let (gate, file) = stdio_gate(300, 100);
+    let s = session(&post(gate.addr, "", INIT).1);
+    let (status, out) = post(gate.addr, &with_session(&s), ECHO);
+    assert_eq!(status, 200, "{out}");
+    assert!(out.contains("\"hi\""), "{out}");
+    let child = *pids(&file).first().expect("the session's child started");
+    assert!(ends(child), "the idle session's child {child} still runs");
+    let (status, out) = post(gate.addr, &with_session(&s), ECHO);
+    assert_eq!(status, 404, "a forgotten session is unknown: {out}");
+    let _ = std::fs::remove_file(file);
+}
+
+/// At the cap the least recently used session goes (its child with it), not an arbitrary one.
+#[test]
+fn at_the_session_cap_the_least_recently_used_session_goes() {
+    let (gate, file) = stdio_gate(600_000, 2);
+    // A session's child starts when it is first needed (the gate answers a repeated
+    // initialize from the first one's answer).
+    let opened = || {
+        let s = session(&post(gate.addr, "", INIT).1);
+        assert_eq!(post(gate.addr, &with_session(&s), ECHO).0, 200);
+        s
+    };
+    let a = opened();
+    let b = opened();
+    assert_eq!(pids(&file).len(), 2, "a child per session");
+    // `a` is used again, so `b` is the least recently used when `c` opens.
+    assert_eq!(post(gate.addr, &with_session(&a), ECHO).0, 200);
+    let c = opened();
+    let started = pids(&file);
+    assert_eq!(started.len(), 3, "{started:?}");
+    assert!(ends(started[1]), "b's child still runs");
+    assert!(alive(started[0]) && alive(started[2]), "{started:?}");
+    assert_eq!(post(gate.addr, &with_session(&b), ECHO).0, 404);
+    assert_eq!(post(gate.addr, &with_session(&a), ECHO).0, 200);
+    assert_eq!(post(gate.addr, &with_session(&c), ECHO).0, 200);
+    let _ = std::fs::remove_file(file);
+}
+
+/// GATE-DOWN-03: a downstream's JSON-RPC error reaches the client with its code and the gate's
+/// own words (none of the downstream's text or data); a gate configured to flatten answers
+/// with its downstream-failure code.
+#[test]
+fn a_downstream_error_passes_its_code_not_its_text() {
+    let leak = r#"{"jsonrpc":"2.0","id":36,"method":"tools/call","params":{"name":"fault_leak","arguments":{}}}"#;
+    for (flatten, code, message) in [
+        (false, -32603, "Internal error"),
+        (true, -32002, "Downstream server failed"),
+    ] {
+        let gate = start(|cfg| {
+            if flatten {
+                cfg.errors.downstream_errors = reference_gate::config::DownstreamErrors::Flatten;
+            }
+        });
+        let s = session(&post(gate.addr, "", INIT).1);
+        let (status, out) = post(gate.addr, &with_session(&s), leak);
+        assert_eq!(status, 200, "{out}");
+        let answer = messages(&out).pop().unwrap_or_default();
+        assert_eq!(answer["id"], 36, "{out}");
+        assert_eq!(answer["error"]["code"], code, "{out}");
+        assert_eq!(answer["error"]["message"], message, "{out}");
+        assert!(answer["error"].get("data").is_none(), "{out}");
+        assert!(
+            !out.contains("/srv/") && !out.contains("witness-internal-token"),
+            "{out}"
+        );
+    }
+}
+
+/// The lists a gate filters and the server requests it decides are traced like every other
+/// decision: the exchange's decision id, the subject, the verdict (and for a list, how many
+/// items were shown and hidden).
+#[test]
+fn list_filtering_and_server_requests_are_traced() {
+    let gate = start(|_| {});
+    let init = INIT.replace(r#""capabilities":{}"#, r#""capabilities":{"sampling":{}}"#);
+    let s = session(&post(gate.addr, "", &init).1);
+    let list = r#"{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}"#;
+    let (status, out) = post(gate.addr, &with_session(&s), list);
+    assert_eq!(status, 200, "{out}");
+    assert!(!out.contains("delete_everything"), "{out}");
+    let ask = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"ask_client","arguments":{}}}"#;
+    let (status, out) = post(gate.addr, &with_session(&s), ask);
+    assert_eq!(status, 200, "{out}");
+    assert!(!out.contains("sampling/createMessage"), "{out}");
+    let traces: Vec<serde_json::Value> = std::fs::read_to_string(&gate.trace)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let listed = traces
+        .iter()
+        .find(|t| t["kind"] == "list")
+        .unwrap_or_else(|| panic!("no list trace: {traces:?}"));
+    assert_eq!(listed["tool"], "tools/list");
+    assert_eq!(listed["verdict"], "filter");
+    assert_eq!(listed["hidden"], 1, "the canary: {listed}");
+    assert!(listed["shown"].as_u64().is_some_and(|n| n >= 2), "{listed}");
+    let asked = traces
+        .iter()
+        .find(|t| t["kind"] == "server_request")
+        .unwrap_or_else(|| panic!("no server-request trace: {traces:?}"));
+    assert_eq!(asked["tool"], "sampling/createMessage");
+    assert_eq!(asked["verdict"], "deny");
+    // Under the decision id of the call that carried it.
+    let call = traces
+        .iter()
+        .find(|t| t["tool"] == "ask_client")
+        .unwrap_or_else(|| panic!("no call trace: {traces:?}"));
+    assert_eq!(asked["decision_id"], call["decision_id"]);
+}

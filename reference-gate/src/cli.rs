@@ -5,6 +5,7 @@
 use crate::config::{GateConfig, Server};
 use crate::forward::ConfiguredForwarder;
 use crate::front::http::{HttpFront, HttpSettings};
+use crate::front::sessions::SessionLimits;
 use crate::policy::Engine;
 use crate::proxy::Proxy;
 use crate::trace::Tracer;
@@ -155,6 +156,10 @@ pub fn http_settings(cfg: &GateConfig) -> Result<HttpSettings, GateError> {
         read_deadline: Duration::from_millis(cfg.deadlines.client_read_ms),
         refusal_code: cfg.errors.malformed,
         auth,
+        sessions: SessionLimits {
+            idle: Duration::from_millis(cfg.deadlines.session_idle_ms),
+            max: cfg.deadlines.max_sessions,
+        },
         #[cfg(feature = "faults")]
         forward_token: false,
     })

@@ -9,13 +9,28 @@ use std::path::Path;
 pub use crate::forward::{Deadlines, Server};
 
 /// The error-code table. Defaults follow the gate design: malformed -32600, denied -32001,
-/// downstream failure -32002.
+/// downstream failure -32002; a downstream's own JSON-RPC error passes with its code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ErrorCodes {
     pub malformed: i64,
     pub denied: i64,
     pub downstream: i64,
+    /// What a client gets when the downstream answers its request with a JSON-RPC error.
+    pub downstream_errors: DownstreamErrors,
+}
+
+/// What becomes of a downstream's JSON-RPC error (GATE-DOWN-03).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DownstreamErrors {
+    /// Its code reaches the client with a message from the gate's fixed vocabulary and no
+    /// `data`; a code the gate itself uses (malformed, denied, downstream failure) becomes the
+    /// downstream-failure answer, so a denial is never mistaken for the downstream's error.
+    #[default]
+    PassCode,
+    /// Every downstream error becomes the downstream-failure answer.
+    Flatten,
 }
 
 impl ErrorCodes {
@@ -27,6 +42,7 @@ impl ErrorCodes {
             malformed: -32600,
             denied: -31001,
             downstream: -31002,
+            downstream_errors: DownstreamErrors::PassCode,
         }
     }
 }
@@ -37,6 +53,7 @@ impl Default for ErrorCodes {
             malformed: -32600,
             denied: -32001,
             downstream: -32002,
+            downstream_errors: DownstreamErrors::PassCode,
         }
     }
 }
@@ -132,6 +149,8 @@ pub enum ConfigError {
     Auth(#[from] crate::auth::AuthError),
     #[error("give `auth` (JWT access tokens) or `bearer_sha256` (token digests), not both")]
     TwoAuthModes,
+    #[error("`deadlines.session_idle_ms` and `deadlines.max_sessions` must be at least 1")]
+    Sessions,
 }
 
 impl GateConfig {
@@ -174,6 +193,9 @@ impl GateConfig {
         }
         // Only versions whose rules the gate implements: a configured future version would be
         // served under rules the gate does not know.
+        if self.deadlines.session_idle_ms == 0 || self.deadlines.max_sessions == 0 {
+            return Err(ConfigError::Sessions);
+        }
         let known = |v: &String| crate::era::DEFAULT_VERSIONS.contains(&v.as_str());
         if self.versions.is_empty() || !self.versions.iter().all(known) {
             return Err(ConfigError::Versions);

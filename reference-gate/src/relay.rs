@@ -5,12 +5,15 @@
 //! notification passes when it is one the protocol defines (a resource update only for a URI the
 //! policy allows); a request to the client (sampling, elicitation, roots) passes only when the
 //! policy allows it for this server, under a gate-owned id that exists only in this client's
-//! session, and is otherwise refused to the downstream and never shown to the client.
+//! session, and is otherwise refused to the downstream and never shown to the client. Progress
+//! passes only for a token the client itself sent in that session. A downstream's JSON-RPC error
+//! keeps its code, never its text (GATE-DOWN-03). Each decision is traced.
 
 use crate::canonical::{self, CanonicalReply, Id, Incoming, Json, Limits, Message, Outcome, Reply};
-use crate::config::ErrorCodes;
+use crate::config::{DownstreamErrors, ErrorCodes};
 use crate::forward::{Downstream, Event, ForwardError};
 use crate::policy::{Action, ActionKind, Decision, Engine};
+use crate::trace::{Trace, Tracer};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,9 @@ pub struct Session {
     outgoing: Mutex<HashMap<String, Id>>,
     /// This client's requests forwarded and not yet answered: id -> method.
     pending: Mutex<HashMap<Id, String>>,
+    /// The progress tokens of this client's requests still being answered: the token's
+    /// canonical JSON -> the request's id. Progress for any other token is not this client's.
+    progress: Mutex<HashMap<Vec<u8>, Id>>,
     /// Event ids given to this client, oldest first, with the downstream's.
     events: Mutex<VecDeque<(String, String)>>,
     next_event: AtomicU64,
@@ -68,6 +74,7 @@ impl Session {
             opener,
             outgoing: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            progress: Mutex::new(HashMap::new()),
             events: Mutex::new(VecDeque::new()),
             next_event: AtomicU64::new(1),
         })
@@ -150,6 +157,40 @@ impl Session {
         self.pending.lock().ok()?.remove(id)
     }
 
+    /// Remember the progress token of a request this client sends (its `_meta.progressToken`;
+    /// at most `MAX_PENDING` at once, past that its progress is not relayed).
+    pub(crate) fn add_progress(&self, request: &canonical::Canonical) {
+        let Message::Request { id, .. } = request.message() else {
+            return;
+        };
+        let token = request
+            .message()
+            .param("_meta")
+            .and_then(|m| m.get("progressToken"));
+        let Some(token @ (Json::String(_) | Json::Number(_))) = token else {
+            return;
+        };
+        if let Ok(mut p) = self.progress.lock() {
+            if p.len() < MAX_PENDING {
+                p.insert(token.to_canonical(), id.clone());
+            }
+        }
+    }
+
+    /// Whether `token` belongs to a request of this client that is still being answered.
+    fn owns_progress(&self, token: &Json) -> bool {
+        self.progress
+            .lock()
+            .is_ok_and(|p| p.contains_key(&token.to_canonical()))
+    }
+
+    /// The request `id` is answered: its progress token is no longer this client's.
+    pub(crate) fn answered(&self, id: &Id) {
+        if let Ok(mut p) = self.progress.lock() {
+            p.retain(|_, r| r != id);
+        }
+    }
+
     /// A gate event id for a downstream one.
     fn event_id(&self, downstream: &str) -> Option<String> {
         let mut events = self.events.lock().ok()?;
@@ -219,6 +260,11 @@ pub(crate) struct RelayCtx {
     /// The proxy's defects (`relay_downstream_verbatim`, `relay_server_requests`); constants
     /// without the `faults` feature.
     pub faults: crate::faults::Faults,
+    /// Where the relay's own decisions (list filtering, server requests) are traced, under the
+    /// decision id of the exchange and the client's principal.
+    pub tracer: Tracer,
+    pub decision: String,
+    pub principal: Option<String>,
 }
 
 pub(crate) fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> {
@@ -233,6 +279,19 @@ pub(crate) fn error_bytes(id: Option<&Id>, code: i64, message: &str) -> Vec<u8> 
 
 pub(crate) const MSG_DOWNSTREAM: &str = "Downstream server failed";
 const MSG_REFUSED: &str = "Request denied by policy";
+
+/// The message a client gets with a downstream's error code: the gate's own words, never the
+/// downstream's (its text and `data` may hold paths, traces or tokens).
+fn downstream_error_message(code: i64) -> &'static str {
+    match code {
+        -32700 => "Parse error",
+        -32600 => "Invalid Request",
+        -32601 => "Method not found",
+        -32602 => "Invalid params",
+        -32603 => "Internal error",
+        _ => "Downstream error",
+    }
+}
 
 /// Whether the engine allows an action, for a caller whose token grants `held` scopes (`None`:
 /// no token scopes); an engine error denies.
@@ -258,6 +317,29 @@ impl RelayCtx {
     fn allows(&self, kind: ActionKind, subject: &str) -> bool {
         // What the server asks of the client: no client token stands behind it.
         allowed(self.engine.as_ref(), &self.server_id, kind, subject, None)
+    }
+
+    /// One trace line of the relay's, under the exchange's decision id.
+    fn trace(&self, kind: &str, subject: &str, verdict: &str, shown: Option<(usize, usize)>) {
+        self.tracer.record(&Trace {
+            decision_id: &self.decision,
+            server: &self.server_id,
+            tool: crate::trace::bounded(subject),
+            kind: Some(kind),
+            principal: self.principal.as_deref(),
+            verdict,
+            shown: shown.map(|(s, _)| s),
+            hidden: shown.map(|(_, h)| h),
+        });
+    }
+
+    /// The request being relayed is answered (or abandoned): it is no longer pending, and its
+    /// progress token no longer its client's.
+    pub fn answered(&self) {
+        if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
+            s.take_pending(id);
+            s.answered(id);
+        }
     }
 
     /// The downstream-failure answer for the request being relayed.
@@ -312,7 +394,11 @@ impl RelayCtx {
                     return Step::Final(relayed);
                 }
                 // An answer to an earlier request of this session, replayed on a resumed stream.
-                let earlier = self.session.as_ref().and_then(|s| s.take_pending(&id));
+                let earlier = self.session.as_ref().and_then(|s| {
+                    let method = s.take_pending(&id)?;
+                    s.answered(&id);
+                    Some(method)
+                });
                 match earlier {
                     Some(method) => {
                         relayed.bytes = self.finish(&method, &reply).unwrap_or_else(|| {
@@ -374,6 +460,15 @@ impl RelayCtx {
                     .to_vec(),
                 )
             }
+            "notifications/progress" => {
+                // Only for a request this client sent in this session and is still waiting on:
+                // another client's token, or a made-up one, says nothing to this client.
+                let token = m.param("progressToken")?;
+                self.session
+                    .as_ref()?
+                    .owns_progress(token)
+                    .then(|| c.forwarding_bytes().to_vec())
+            }
             _ => Some(c.forwarding_bytes().to_vec()),
         }
     }
@@ -394,6 +489,12 @@ impl RelayCtx {
         };
         let allowed =
             self.faults.relay_server_requests() || self.allows(ActionKind::ServerRequest, method);
+        self.trace(
+            "server_request",
+            method,
+            if allowed { "allow" } else { "deny" },
+            None,
+        );
         let gate_id = if allowed {
             session.give_outgoing(id.clone())
         } else {
@@ -415,10 +516,11 @@ impl RelayCtx {
     }
 
     /// The answer to `method`, validated and filtered by policy; `None` when it is not one to
-    /// relay (an error, or a result that is not an object).
+    /// relay (a result that is not an object, or an error the table flattens).
     fn finish(&self, method: &str, reply: &CanonicalReply) -> Option<Vec<u8>> {
-        let Outcome::Result(members) = &reply.reply().outcome else {
-            return None;
+        let members = match &reply.reply().outcome {
+            Outcome::Result(members) => members,
+            Outcome::Error { code, .. } => return self.passed_error(&reply.reply().id, *code),
         };
         let (list, key, kind) = match method {
             "tools/list" => ("tools", "name", None),
@@ -446,10 +548,12 @@ impl RelayCtx {
         let mut out: Vec<(String, Json)> = Vec::new();
         for (k, v) in members {
             if k == list {
-                let items = match v {
-                    Json::Array(items) => items.iter().filter(|i| visible(i)).cloned().collect(),
-                    _ => return None,
+                let Json::Array(all) = v else {
+                    return None;
                 };
+                let items: Vec<Json> = all.iter().filter(|i| visible(i)).cloned().collect();
+                let hidden = all.len() - items.len();
+                self.trace("list", method, "filter", Some((items.len(), hidden)));
                 out.push((k.clone(), Json::Array(items)));
             } else {
                 out.push((k.clone(), v.clone()));
@@ -466,6 +570,20 @@ impl RelayCtx {
             outcome: Outcome::Result(out),
         });
         Some(reply.forwarding_bytes().to_vec())
+    }
+}
+
+impl RelayCtx {
+    /// A downstream's JSON-RPC error as the client gets it (GATE-DOWN-03): its code, the gate's
+    /// message for it, no `data`. `None` (the downstream-failure answer) when the table
+    /// flattens downstream errors, or for a code the gate answers with itself.
+    fn passed_error(&self, id: &Id, code: i64) -> Option<Vec<u8>> {
+        let c = self.codes;
+        let own = [c.malformed, c.denied, c.downstream].contains(&code);
+        if c.downstream_errors == DownstreamErrors::Flatten || own {
+            return None;
+        }
+        Some(error_bytes(Some(id), code, downstream_error_message(code)))
     }
 }
 
@@ -498,6 +616,7 @@ pub(crate) async fn pump(
         let Some(event) = event else {
             // The client went away: the downstream need not go on.
             cancel(&ctx, "client disconnected").await;
+            ctx.answered();
             return;
         };
         match event {
@@ -507,13 +626,12 @@ pub(crate) async fn pump(
                     Step::Relay(r) => {
                         if out.send(r).await.is_err() {
                             cancel(&ctx, "client disconnected").await;
+                            ctx.answered();
                             return;
                         }
                     }
                     Step::Final(r) => {
-                        if let (Some(s), Some((id, _))) = (&ctx.session, &ctx.request) {
-                            s.take_pending(id);
-                        }
+                        ctx.answered();
                         let _ = out.send(r).await;
                         return;
                     }
@@ -526,12 +644,14 @@ pub(crate) async fn pump(
                     if matches!(e, ForwardError::Timeout) {
                         cancel(&ctx, "timeout").await;
                     }
+                    ctx.answered();
                     let _ = out.send(ctx.failed()).await;
                 }
                 return;
             }
             None => {
                 if ctx.request.is_some() && !resumable {
+                    ctx.answered();
                     let _ = out.send(ctx.failed()).await;
                 }
                 return;
@@ -638,6 +758,194 @@ pub fn normalize_uri(uri: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Effect, Rule, RuleEngine};
+
+    /// Trace lines written to memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Lines {
+        fn traces(&self) -> Vec<serde_json::Value> {
+            let text = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+            String::from_utf8_lossy(&text)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        }
+    }
+
+    /// A relay for request `id` (`method`) in a session, under a policy that allows the tool
+    /// `echo` and nothing else.
+    fn relay(id: Id, method: &str, codes: ErrorCodes) -> (RelayCtx, Arc<Session>, Lines) {
+        let session = Session::new(None);
+        let lines = Lines::default();
+        let ctx = RelayCtx {
+            engine: Arc::new(RuleEngine {
+                rules: vec![Rule::tool(Effect::Allow, "*", "echo")],
+            }),
+            server_id: "s".into(),
+            limits: Limits::default(),
+            codes,
+            session: Some(session.clone()),
+            request: Some((id, method.into())),
+            modern: false,
+            faults: crate::faults::Faults::NONE,
+            tracer: Tracer::to(Box::new(lines.clone())),
+            decision: "d-1".into(),
+            principal: Some("alice".into()),
+        };
+        (ctx, session, lines)
+    }
+
+    fn event(json: &str) -> Event {
+        Event {
+            data: json.as_bytes().to_vec(),
+            ..Event::default()
+        }
+    }
+
+    fn relayed(step: Step) -> Option<serde_json::Value> {
+        match step {
+            Step::Relay(r) | Step::Final(r) => serde_json::from_slice(&r.bytes).ok(),
+            Step::Answer(_) | Step::Drop => None,
+        }
+    }
+
+    #[test]
+    fn progress_passes_only_for_a_token_the_client_sent_while_its_request_is_open() {
+        let (ctx, session, _) = relay(Id::Int(5), "tools/call", ErrorCodes::default());
+        let request = canonical::parse(
+            br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"progressToken":"mine"}}}"#,
+            &Limits::default(),
+        )
+        .expect("a request");
+        session.add_progress(&request);
+        let progress = |token: &str| {
+            event(&format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},"progress":1}}}}"#
+            ))
+        };
+        assert!(relayed(ctx.step(progress(r#""mine""#))).is_some());
+        // Another client's token, a made-up one, or the same text as a number: not this
+        // client's.
+        for other in [r#""theirs""#, "5", r#""mine ""#] {
+            assert!(relayed(ctx.step(progress(other))).is_none(), "{other}");
+        }
+        // Once the request is answered its token is no longer this client's.
+        ctx.answered();
+        assert!(relayed(ctx.step(progress(r#""mine""#))).is_none());
+    }
+
+    #[test]
+    fn a_downstream_error_keeps_its_code_in_the_gate_s_words() {
+        let answer = r#"{"jsonrpc":"2.0","id":9,"error":{"code":CODE,"message":"at /srv/app.py line 3","data":{"token":"s3cret"}}}"#;
+        let answer_with = |code: i64| event(&answer.replace("CODE", &code.to_string()));
+        let codes = ErrorCodes::default();
+        let (ctx, _, _) = relay(Id::Int(9), "tools/call", codes);
+        let got = relayed(ctx.step(answer_with(-32602))).expect("an answer");
+        assert_eq!(got["id"], 9);
+        assert_eq!(got["error"]["code"], -32602);
+        assert_eq!(got["error"]["message"], "Invalid params");
+        assert!(got["error"].get("data").is_none(), "{got}");
+        let got = relayed(ctx.step(answer_with(-31337))).expect("an answer");
+        assert_eq!(got["error"]["code"], -31337);
+        assert_eq!(got["error"]["message"], "Downstream error");
+        // A code the gate answers with itself would read as the gate's own verdict: flattened.
+        for own in [codes.denied, codes.malformed, codes.downstream] {
+            let got = relayed(ctx.step(answer_with(own))).expect("an answer");
+            assert_eq!(got["error"]["code"], codes.downstream, "{own}");
+        }
+        // Configured to flatten: every downstream error is the downstream-failure answer.
+        let flatten = ErrorCodes {
+            downstream_errors: DownstreamErrors::Flatten,
+            ..codes
+        };
+        let (ctx, _, _) = relay(Id::Int(9), "tools/call", flatten);
+        let got = relayed(ctx.step(answer_with(-32602))).expect("an answer");
+        assert_eq!(got["error"]["code"], codes.downstream);
+        assert_eq!(got["error"]["message"], MSG_DOWNSTREAM);
+    }
+
+    #[test]
+    fn list_filtering_and_server_requests_are_traced() {
+        let (ctx, _, lines) = relay(Id::Int(3), "tools/list", ErrorCodes::default());
+        let list = r#"{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"echo"},{"name":"delete_everything"},{"name":"other"}]}}"#;
+        let got = relayed(ctx.step(event(list))).expect("the list");
+        assert_eq!(got["result"]["tools"].as_array().map(Vec::len), Some(1));
+        // A server request needs a downstream session to be answered through; the policy
+        // allows none, so it is refused and traced.
+        let (ctx, _, server_lines) = relay(Id::Int(4), "tools/call", ErrorCodes::default());
+        let downstream: Arc<dyn Downstream> = Arc::new(NoDownstream);
+        let session = Session::new(Some(downstream));
+        let ctx = RelayCtx {
+            session: Some(session),
+            ..ctx
+        };
+        let ask = r#"{"jsonrpc":"2.0","id":70,"method":"sampling/createMessage","params":{}}"#;
+        assert!(matches!(ctx.step(event(ask)), Step::Answer(_)));
+        let traces = lines.traces();
+        assert_eq!(traces.len(), 1, "{traces:?}");
+        let t = &traces[0];
+        assert_eq!(
+            (&t["kind"], &t["tool"], &t["verdict"]),
+            (&"list".into(), &"tools/list".into(), &"filter".into())
+        );
+        assert_eq!((&t["shown"], &t["hidden"]), (&1.into(), &2.into()));
+        assert_eq!(
+            (&t["decision_id"], &t["principal"]),
+            (&"d-1".into(), &"alice".into())
+        );
+        let traces = server_lines.traces();
+        assert_eq!(traces.len(), 1, "{traces:?}");
+        let t = &traces[0];
+        assert_eq!(
+            (&t["kind"], &t["tool"], &t["verdict"]),
+            (
+                &"server_request".into(),
+                &"sampling/createMessage".into(),
+                &"deny".into()
+            )
+        );
+    }
+
+    /// A downstream session that is never used.
+    struct NoDownstream;
+
+    impl Downstream for NoDownstream {
+        fn send<'a>(
+            &'a self,
+            _canonical: &'a [u8],
+            _expects_answer: bool,
+        ) -> crate::forward::BoxFuture<'a, Result<crate::forward::Events, ForwardError>> {
+            Box::pin(async { Err(ForwardError::Unreachable) })
+        }
+        fn listen<'a>(
+            &'a self,
+            _last_event_id: Option<&'a str>,
+        ) -> crate::forward::BoxFuture<'a, Result<Option<crate::forward::Events>, ForwardError>>
+        {
+            Box::pin(async { Ok(None) })
+        }
+        fn close(&self) -> crate::forward::BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+        fn version(&self) -> &str {
+            "2025-11-25"
+        }
+    }
 
     #[test]
     fn uris_have_one_spelling_or_none() {

@@ -1,5 +1,6 @@
 //! Decision traces: one JSON line per policy decision (decision id, time, server, tool,
-//! principal, verdict). Never arguments, credentials or raw bytes.
+//! principal, verdict), a tool call's, a resource's, a prompt's, a method's, a server request's
+//! and a filtered list's. Never arguments, credentials or raw bytes.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -13,11 +14,28 @@ pub struct Trace<'a> {
     /// What was decided on: the tool, or for other kinds the resource URI (normalized), the
     /// prompt, or the method.
     pub tool: &'a str,
-    /// Absent for a tool call; `resource`, `prompt` or `method` otherwise.
+    /// Absent for a tool call; `resource`, `prompt`, `method`, `server_request` (a request of
+    /// the downstream's to the client) or `list` (a list answer filtered, `tool` its method).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<&'a str>,
     pub principal: Option<&'a str>,
+    /// `allow` or `deny`; `filter` for a list.
     pub verdict: &'a str,
+    /// For a list: how many items the client was shown, and how many the policy hid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shown: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<usize>,
+}
+
+/// At most 256 bytes of `s` (on a character boundary): what a trace line keeps of a subject the
+/// client or the downstream chose.
+pub(crate) fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(256);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 #[derive(Debug, serde::Serialize)]

@@ -28,6 +28,11 @@ pub struct Deadlines {
     pub max_response: usize,
     /// How long a client may take to send a request.
     pub client_read_ms: u64,
+    /// How long an HTTP client session no request uses is kept (its downstream session, over
+    /// stdio its child process, is closed with it).
+    pub session_idle_ms: u64,
+    /// Most HTTP client sessions kept at once; past it the least recently used one goes.
+    pub max_sessions: usize,
 }
 
 impl Default for Deadlines {
@@ -37,6 +42,8 @@ impl Default for Deadlines {
             request_ms: 3000,
             max_response: 1024 * 1024,
             client_read_ms: 10_000,
+            session_idle_ms: 600_000,
+            max_sessions: 10_000,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Stdio downstream sessions: one child process per client session, its messages routed to the
-//! request waiting for them by id, idle waiters swept.
+//! request waiting for them by id (progress by its token), idle waiters swept.
 
 use super::stdio::spawn_child;
 use super::*;
@@ -14,6 +14,8 @@ struct Waiter {
     tx: tokio::sync::mpsc::Sender<Result<Event, ForwardError>>,
     last: Instant,
     order: u64,
+    /// The request's `_meta.progressToken` as JSON text: progress naming it is this request's.
+    progress: Option<String>,
 }
 
 /// Requests waiting on one stdio child, by the id's JSON text, and the listener for whatever the
@@ -27,9 +29,10 @@ struct Routes {
 }
 
 /// The downstream session of one client session over stdio: a child process of its own. A
-/// reader task routes what the child writes: an answer to the request with its id; a request or
-/// notification of the server's own to the latest request still waiting (stdio says nothing
-/// about which request it belongs to), else to the listener.
+/// reader task routes what the child writes: an answer to the request with its id; progress to
+/// the request whose token it names (else the listener); any other request or notification of
+/// the server's own to the latest request still waiting (stdio says nothing about which request
+/// it belongs to), else to the listener.
 pub(super) struct StdioSession {
     child: std::sync::Mutex<Option<tokio::process::Child>>,
     stdin: Mutex<tokio::process::ChildStdin>,
@@ -38,9 +41,15 @@ pub(super) struct StdioSession {
     deadlines: Deadlines,
 }
 
-fn id_key(message: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(message).ok()?;
-    v.get("id").map(|id| id.to_string())
+/// A request's id and progress token, as JSON text.
+fn keys(message: &[u8]) -> (Option<String>, Option<String>) {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(message) else {
+        return (None, None);
+    };
+    let token = v
+        .pointer("/params/_meta/progressToken")
+        .map(|t| t.to_string());
+    (v.get("id").map(|id| id.to_string()), token)
 }
 
 impl StdioSession {
@@ -84,7 +93,11 @@ impl StdioSession {
 
     async fn send_line(&self, line: &[u8], expects_answer: bool) -> Result<Events, ForwardError> {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let key = if expects_answer { id_key(line) } else { None };
+        let (key, progress) = if expects_answer {
+            keys(line)
+        } else {
+            (None, None)
+        };
         if let Some(key) = &key {
             let mut routes = self.routes.lock().map_err(|_| ForwardError::Unreachable)?;
             if routes.dead {
@@ -98,6 +111,7 @@ impl StdioSession {
                     tx: tx.clone(),
                     last: Instant::now(),
                     order,
+                    progress,
                 },
             );
         }
@@ -179,29 +193,9 @@ async fn read_routes(
             continue;
         }
         let value = serde_json::from_slice::<serde_json::Value>(&line).ok();
-        let is_answer = value.as_ref().is_some_and(|v| {
-            v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some())
-        });
         let target = {
             let Ok(mut r) = routes.lock() else { return };
-            if is_answer {
-                let key = value
-                    .as_ref()
-                    .and_then(|v| v.get("id"))
-                    .map(|id| id.to_string());
-                key.and_then(|k| r.waiting.remove(&k)).map(|w| w.tx)
-            } else {
-                // The latest request still waiting, else the listener; not JSON goes to the
-                // latest request too, whose exchange then fails (fail closed).
-                let latest = r.waiting.values_mut().max_by_key(|w| w.order);
-                match latest {
-                    Some(w) => {
-                        w.last = Instant::now();
-                        Some(w.tx.clone())
-                    }
-                    None => r.listener.clone(),
-                }
-            }
+            r.route(value.as_ref())
         };
         if let Some(tx) = target {
             let _ = tx
@@ -210,6 +204,43 @@ async fn read_routes(
                     ..Event::default()
                 }))
                 .await;
+        }
+    }
+}
+
+impl Routes {
+    /// Where one line of the child's goes (`None`: nowhere). An answer goes to the request with
+    /// its id, which stops waiting. Progress goes to the request whose token it names, else to
+    /// the listener (the relay drops a token no request of its client sent). Anything else, and
+    /// a line that is not JSON, goes to the latest request still waiting (whose exchange then
+    /// fails, for a line that is not JSON: fail closed), else to the listener.
+    fn route(
+        &mut self,
+        value: Option<&serde_json::Value>,
+    ) -> Option<tokio::sync::mpsc::Sender<Result<Event, ForwardError>>> {
+        let is_answer = value.is_some_and(|v| {
+            v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some())
+        });
+        if is_answer {
+            let key = value.and_then(|v| v.get("id")).map(|id| id.to_string());
+            return key.and_then(|k| self.waiting.remove(&k)).map(|w| w.tx);
+        }
+        let progress = value
+            .filter(|v| v.get("method").and_then(|m| m.as_str()) == Some("notifications/progress"))
+            .map(|v| v.pointer("/params/progressToken").map(|t| t.to_string()));
+        let waiter = match progress {
+            Some(token) => self
+                .waiting
+                .values_mut()
+                .find(|w| token.is_some() && w.progress == token),
+            None => self.waiting.values_mut().max_by_key(|w| w.order),
+        };
+        match waiter {
+            Some(w) => {
+                w.last = Instant::now();
+                Some(w.tx.clone())
+            }
+            None => self.listener.clone(),
         }
     }
 }
@@ -254,5 +285,84 @@ impl Downstream for StdioSession {
 
     fn version(&self) -> &str {
         &self.version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    type Rx = tokio::sync::mpsc::Receiver<Result<Event, ForwardError>>;
+
+    fn wait(r: &mut Routes, request: &serde_json::Value) -> Rx {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let (key, progress) = keys(request.to_string().as_bytes());
+        r.next += 1;
+        let waiter = Waiter {
+            tx,
+            last: Instant::now(),
+            order: r.next,
+            progress,
+        };
+        r.waiting.insert(key.unwrap_or_default(), waiter);
+        rx
+    }
+
+    fn deliver(r: &mut Routes, line: &serde_json::Value) {
+        if let Some(tx) = r.route(Some(line)) {
+            let _ = tx.try_send(Ok(Event {
+                data: line.to_string().into_bytes(),
+                ..Event::default()
+            }));
+        }
+    }
+
+    fn got(rx: &mut Rx) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Ok(Ok(e)) = rx.try_recv() {
+            out.push(serde_json::from_slice(&e.data).unwrap_or_default());
+        }
+        out
+    }
+
+    /// Progress reaches the request that asked for it, even when a later request is waiting;
+    /// progress for a token no waiting request sent goes to the listener, not to a request.
+    #[test]
+    fn progress_reaches_the_request_whose_token_it_names() {
+        let mut r = Routes::default();
+        let (listener, mut heard) = tokio::sync::mpsc::channel(4);
+        r.listener = Some(listener);
+        let call = |id: i64, token: serde_json::Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "slow", "_meta": {"progressToken": token}}})
+        };
+        let mut first = wait(&mut r, &call(1, json!("p-1")));
+        let mut second = wait(&mut r, &call(2, json!(7)));
+        let progress = |token: serde_json::Value| {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": token, "progress": 1}})
+        };
+        deliver(&mut r, &progress(json!("p-1")));
+        deliver(&mut r, &progress(json!(7)));
+        deliver(&mut r, &progress(json!("someone-else")));
+        // Untied messages still go to the latest request.
+        let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                         "params": {"level": "info", "data": "x"}});
+        deliver(&mut r, &log);
+        let first_got = got(&mut first);
+        assert_eq!(first_got.len(), 1, "{first_got:?}");
+        assert_eq!(first_got[0]["params"]["progressToken"], "p-1");
+        let second_got = got(&mut second);
+        assert_eq!(second_got.len(), 2, "{second_got:?}");
+        assert_eq!(second_got[0]["params"]["progressToken"], 7);
+        assert_eq!(second_got[1]["method"], "notifications/message");
+        let heard = got(&mut heard);
+        assert_eq!(heard.len(), 1, "{heard:?}");
+        assert_eq!(heard[0]["params"]["progressToken"], "someone-else");
+        // An answer ends its request's wait.
+        deliver(&mut r, &json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+        assert_eq!(got(&mut first).len(), 1);
+        assert_eq!(r.waiting.len(), 1);
     }
 }

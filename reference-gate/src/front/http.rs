@@ -5,6 +5,7 @@
 
 use crate::canonical::{Canonical, Message};
 use crate::era;
+use crate::front::sessions::{self, ClientSession, SessionLimits, Sessions};
 use crate::proxy::{Answer as Outcome, Credentials, Handled, Proxy, Refusal};
 use crate::relay::{Relayed, Session};
 use bytes::Bytes;
@@ -13,10 +14,9 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// The endpoint path.
@@ -96,30 +96,29 @@ pub struct HttpSettings {
     pub refusal_code: i64,
     /// OAuth access tokens (JWT) checked on every request, instead of token digests.
     pub auth: Option<Arc<crate::auth::Verifier>>,
+    /// How long an unused client session is kept, and how many are.
+    pub sessions: SessionLimits,
     /// The forward-token fault: the client's `Authorization` goes downstream with what it
     /// asked for (feature `faults` only).
     #[cfg(feature = "faults")]
     pub forward_token: bool,
 }
 
-/// A client session: its negotiated version, its state, and the principal that opened it.
-type ClientSession = (String, Arc<Session>, Option<String>);
-
 /// The HTTP front's shared state.
 pub struct HttpFront {
     proxy: Arc<Proxy>,
     settings: HttpSettings,
-    /// Client-facing sessions: id -> negotiated version, the session's state and the principal
-    /// that opened it. Never forwarded.
-    sessions: Mutex<HashMap<String, ClientSession>>,
+    /// Client-facing sessions: their negotiated version, state and the principal that opened
+    /// them. Never forwarded.
+    sessions: Arc<Sessions>,
 }
 
 impl HttpFront {
     pub fn new(proxy: Arc<Proxy>, settings: HttpSettings) -> Arc<HttpFront> {
         Arc::new(HttpFront {
             proxy,
+            sessions: Arc::new(Sessions::new(settings.sessions)),
             settings,
-            sessions: Mutex::new(HashMap::new()),
         })
     }
 }
@@ -156,6 +155,8 @@ async fn serve_with(
         port: listener.local_addr().map(|a| a.port()).unwrap_or(0),
         origin_scheme: if tls.is_some() { "https://" } else { "http://" },
     };
+    // Idle sessions are forgotten (and their downstreams closed) while the front is served.
+    sessions::sweep(Arc::downgrade(&front.sessions));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // Out of descriptors (or another transient error): back off instead of spinning,
@@ -250,7 +251,7 @@ impl HttpFront {
             Ok(None) => return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session")),
             Err(()) => return Err((StatusCode::BAD_REQUEST, "Bad Request: ambiguous session")),
         };
-        let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        let found = self.sessions.get(id, Instant::now());
         #[cfg(feature = "faults")]
         let unbound = self
             .settings
@@ -260,8 +261,8 @@ impl HttpFront {
         #[cfg(not(feature = "faults"))]
         let unbound = false;
         match found {
-            Some((v, state, owner)) if unbound || owner.as_deref() == principal => {
-                Ok((id.to_string(), v, state))
+            Some(s) if unbound || s.principal.as_deref() == principal => {
+                Ok((id.to_string(), s.version, s.state))
             }
             _ => Err((StatusCode::NOT_FOUND, "Not Found: unknown session")),
         }
@@ -509,7 +510,12 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
             // The server's own stream, relayed message by message when the downstream has one.
             match front
                 .proxy
-                .listen(&front.settings.server_id, &state, last)
+                .listen(
+                    &front.settings.server_id,
+                    &state,
+                    last,
+                    credentials.principal.as_deref(),
+                )
                 .await
             {
                 Ok(Some(rx)) => sse_answer(rx),
@@ -524,13 +530,8 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
             }
         }
         Method::DELETE => match front.session(headers, credentials.principal.as_deref()) {
-            Ok((id, _, state)) => {
-                if let Ok(mut s) = front.sessions.lock() {
-                    s.remove(&id);
-                }
-                if let Some(downstream) = state.downstream().cloned() {
-                    tokio::spawn(async move { downstream.close().await });
-                }
+            Ok((id, _, _)) => {
+                front.sessions.remove(&id);
                 let mut r = Response::new(GateBody::empty());
                 *r.status_mut() = StatusCode::OK;
                 r
@@ -818,8 +819,8 @@ async fn respond(
 }
 
 impl HttpFront {
-    /// A new client session, kept under a fresh id the answer carries (at the cap, one is
-    /// dropped and its downstream closed).
+    /// A new client session, kept under a fresh id the answer carries (at the cap, the least
+    /// recently used one is forgotten and its downstream closed).
     fn keep_session(
         &self,
         answer: &mut Answer,
@@ -828,27 +829,17 @@ impl HttpFront {
         credentials: &Credentials,
     ) {
         let id = session_id();
-        if let Ok(mut s) = self.sessions.lock() {
-            if s.len() >= MAX_SESSIONS {
-                // The oldest is unknown here; any one goes (its client starts over with 404).
-                if let Some(k) = s.keys().next().cloned() {
-                    if let Some((_, old, _)) = s.remove(&k) {
-                        if let Some(d) = old.downstream().cloned() {
-                            tokio::spawn(async move { d.close().await });
-                        }
-                    }
-                }
-            }
-            s.insert(id.clone(), (version, state, credentials.principal.clone()));
-        }
+        let session = ClientSession {
+            version,
+            state,
+            principal: credentials.principal.clone(),
+        };
+        self.sessions.insert(id.clone(), session, Instant::now());
         if let Ok(v) = HeaderValue::from_str(&id) {
             answer.headers_mut().insert(SESSION, v);
         }
     }
 }
-
-/// Most client sessions kept at once.
-const MAX_SESSIONS: usize = 10_000;
 
 /// A 200 SSE answer relaying `rx`.
 fn sse_answer(rx: tokio::sync::mpsc::Receiver<Relayed>) -> Answer {
@@ -891,11 +882,7 @@ async fn unpoliced_route(front: &HttpFront, headers: &HeaderMap, body: Incoming)
         return front.refuse(StatusCode::BAD_REQUEST, "Bad Request");
     };
     let state = match one(headers, SESSION) {
-        Ok(Some(id)) => front
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|s| s.get(id).map(|(_, state, _)| state.clone())),
+        Ok(Some(id)) => front.sessions.get(id, Instant::now()).map(|s| s.state),
         _ => None,
     };
     match front

@@ -2,4 +2,5 @@
 //! hands canonical messages to the proxy.
 
 pub mod http;
+pub mod sessions;
 pub mod stdio;

@@ -128,7 +128,7 @@ where
                     let (r, opened) = proxy.open_session(server_id, &l, &c, &credentials).await;
                     if let Some(s) = opened {
                         // What the server says outside any request, as it comes.
-                        if let Ok(Some(rx)) = proxy.listen(server_id, &s, None).await {
+                        if let Ok(Some(rx)) = proxy.listen(server_id, &s, None, None).await {
                             relay_lines(output.clone(), rx);
                         }
                         session = Some(s);

@@ -516,17 +516,22 @@ impl Proxy {
         }
     }
 
-    /// Forward a decided request and relay what comes back: one answer, or, when the
-    /// downstream sends anything before it, a stream.
-    async fn forward(&self, ctx: RelayCtx, bytes: Vec<u8>, decision: String) -> Answer {
+    /// Forward a decided request (`bytes`, the canonical form of `request` the policy judged)
+    /// and relay what comes back: one answer, or, when the downstream sends anything before it,
+    /// a stream. While it is being answered, progress for its token reaches its client.
+    async fn forward(&self, ctx: RelayCtx, request: &Canonical, bytes: Vec<u8>) -> Answer {
         let modern = ctx.modern;
-        let result = |bytes: Option<Vec<u8>>, handled: Handled| ProxyResult {
-            bytes,
-            handled,
-            decision_id: decision.clone(),
-            scope_needed: None,
-            negotiated: None,
-            modern,
+        let decision = ctx.decision.clone();
+        let result = |bytes: Option<Vec<u8>>, handled: Handled| {
+            ctx.answered();
+            ProxyResult {
+                bytes,
+                handled,
+                decision_id: decision.clone(),
+                scope_needed: None,
+                negotiated: None,
+                modern,
+            }
         };
         let failed = ctx.failed().bytes;
         let downstream = match &ctx.session {
@@ -536,6 +541,9 @@ impl Proxy {
             },
             None => None,
         };
+        if let Some(s) = &ctx.session {
+            s.add_progress(request);
+        }
         let mut events = match downstream {
             Some(d) => match d.send(&bytes, true).await {
                 Ok(events) => events,
@@ -588,8 +596,16 @@ impl Proxy {
                     }
                     let (tx, rx) = tokio::sync::mpsc::channel(16);
                     let _ = tx.try_send(first);
+                    let streamed = ProxyResult {
+                        bytes: None,
+                        handled: Handled::Forwarded,
+                        decision_id: decision.clone(),
+                        scope_needed: None,
+                        negotiated: None,
+                        modern,
+                    };
                     tokio::spawn(relay::pump(ctx, events, tx));
-                    return Answer::Stream(result(None, Handled::Forwarded), rx);
+                    return Answer::Stream(streamed, rx);
                 }
             }
         }
@@ -809,6 +825,7 @@ impl Proxy {
         server_id: &str,
         session: &Arc<Session>,
         last_event_id: Option<&str>,
+        principal: Option<&str>,
     ) -> Result<Option<tokio::sync::mpsc::Receiver<Relayed>>, Refusal> {
         let downstream = match session.open().await {
             Ok(Some(d)) => d,
@@ -837,6 +854,9 @@ impl Proxy {
             request: None,
             modern: false,
             faults: self.faults,
+            tracer: self.tracer.clone(),
+            decision: decision_id(),
+            principal: principal.map(str::to_string),
         };
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(relay::pump(ctx, events, tx));
@@ -925,6 +945,8 @@ impl Proxy {
                 Decision::Allow => "allow",
                 Decision::Deny => "deny",
             },
+            shown: None,
+            hidden: None,
         });
         if verdict == Decision::Deny {
             let message = match (&engine_text, self.faults.leak_engine_text()) {
@@ -953,8 +975,7 @@ impl Proxy {
         };
         // Only a well-formed success answer for this id is relayed; a downstream error is a
         // failure.
-        self.forward(ctx.clone(), outgoing.to_vec(), decision.to_string())
-            .await
+        self.forward(ctx, c, outgoing.to_vec()).await
     }
 
     /// Ask the engine once, off the async threads, bounded; an error, a panic or silence denies.
@@ -981,14 +1002,4 @@ impl Proxy {
             _ => (failed, None),
         }
     }
-}
-
-/// At most 256 bytes of `s` (on a character boundary): what a trace line keeps of a subject the
-/// client chose.
-fn bounded(s: &str) -> &str {
-    let mut end = s.len().min(256);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }

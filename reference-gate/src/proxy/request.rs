@@ -5,14 +5,14 @@
 //! (`answer`) or forwards (`forward`), so every method's handler reads the same way.
 
 use super::{
-    bounded, error_bytes, Answer, Credentials, Handled, Proxy, ProxyResult, MSG_BAD_META,
-    MSG_DENIED, MSG_NO_METHOD,
+    error_bytes, Answer, Credentials, Handled, Proxy, ProxyResult, MSG_BAD_META, MSG_DENIED,
+    MSG_NO_METHOD,
 };
 use crate::canonical::{Canonical, Id};
 use crate::config::ErrorCodes;
 use crate::policy::ActionKind;
 use crate::relay::{self, RelayCtx, Session};
-use crate::trace::Trace;
+use crate::trace::{bounded, Trace};
 use std::sync::{Arc, Mutex};
 
 /// A result with no bytes of its own decided yet: the decision id and era of the message.
@@ -82,6 +82,9 @@ impl<'a> Request<'a> {
             request: Some((id.clone(), method.to_string())),
             modern,
             faults: proxy.faults,
+            tracer: proxy.tracer.clone(),
+            decision: decision.clone(),
+            principal: credentials.principal.clone(),
         };
         Request {
             proxy,
@@ -129,6 +132,8 @@ impl<'a> Request<'a> {
             }),
             principal: self.credentials.principal.as_deref(),
             verdict: if allowed { "allow" } else { "deny" },
+            shown: None,
+            hidden: None,
         });
         allowed
     }
@@ -163,9 +168,7 @@ impl<'a> Request<'a> {
 
     /// `bytes` (canonical) downstream, in this request's session and era.
     pub async fn forward(&self, bytes: Vec<u8>) -> Answer {
-        self.proxy
-            .forward(self.ctx.clone(), bytes, self.decision.clone())
-            .await
+        self.proxy.forward(self.ctx.clone(), self.c, bytes).await
     }
 
     /// The request's own canonical bytes downstream.
