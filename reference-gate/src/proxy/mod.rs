@@ -4,7 +4,7 @@
 use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
 use crate::config::ErrorCodes;
 use crate::era::{self, Claim};
-use crate::forward::{Event, ForwardError, Forwarder};
+use crate::forward::{Event, Events, ForwardError, Forwarder};
 use crate::policy::{ActionKind, AgentActionRequest, Decision, Engine};
 use crate::relay::{self, error_bytes, RelayCtx, Relayed, Session, Step, MSG_DOWNSTREAM};
 use crate::trace::{Trace, Tracer};
@@ -520,52 +520,13 @@ impl Proxy {
     /// and relay what comes back: one answer, or, when the downstream sends anything before it,
     /// a stream. While it is being answered, progress for its token reaches its client.
     async fn forward(&self, ctx: RelayCtx, request: &Canonical, bytes: Vec<u8>) -> Answer {
-        let modern = ctx.modern;
-        let decision = ctx.decision.clone();
         let result = |bytes: Option<Vec<u8>>, handled: Handled| {
             ctx.answered();
-            ProxyResult {
-                bytes,
-                handled,
-                decision_id: decision.clone(),
-                scope_needed: None,
-                negotiated: None,
-                modern,
-            }
+            request::result(&ctx.decision, ctx.modern, bytes, handled)
         };
         let failed = ctx.failed().bytes;
-        let downstream = match &ctx.session {
-            Some(s) => match s.open().await {
-                Ok(d) => d,
-                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
-            },
-            None => None,
-        };
-        if let Some(s) = &ctx.session {
-            s.add_progress(request);
-        }
-        let mut events = match downstream {
-            Some(d) => match d.send(&bytes, true).await {
-                Ok(events) => events,
-                Err(e) => {
-                    if matches!(e, ForwardError::Timeout) {
-                        // GATE-DOWN-04: the downstream hears that the request is abandoned.
-                        relay::cancel(&ctx, "timeout").await;
-                    }
-                    return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
-                }
-            },
-            None => match self.forwarder.forward(&ctx.server_id, &bytes, true).await {
-                Ok(answer) => {
-                    let (tx, rx) = tokio::sync::mpsc::channel(1);
-                    let _ = tx.try_send(Ok(Event {
-                        data: answer,
-                        ..Event::default()
-                    }));
-                    rx
-                }
-                Err(_) => return Answer::Done(result(Some(failed), Handled::DownstreamFailed)),
-            },
+        let Some(mut events) = self.send(&ctx, request, &bytes).await else {
+            return Answer::Done(result(Some(failed), Handled::DownstreamFailed));
         };
         loop {
             let event = events.recv().await;
@@ -596,17 +557,47 @@ impl Proxy {
                     }
                     let (tx, rx) = tokio::sync::mpsc::channel(16);
                     let _ = tx.try_send(first);
-                    let streamed = ProxyResult {
-                        bytes: None,
-                        handled: Handled::Forwarded,
-                        decision_id: decision.clone(),
-                        scope_needed: None,
-                        negotiated: None,
-                        modern,
-                    };
+                    let streamed =
+                        request::result(&ctx.decision, ctx.modern, None, Handled::Forwarded);
                     tokio::spawn(relay::pump(ctx, events, tx));
                     return Answer::Stream(streamed, rx);
                 }
+            }
+        }
+    }
+
+    /// Send a decided request downstream: through the client's own downstream session (its
+    /// progress token then counts as the client's), else through the forwarder. `None` when it
+    /// could not be sent (on a timeout the downstream is told the request is abandoned).
+    async fn send(&self, ctx: &RelayCtx, request: &Canonical, bytes: &[u8]) -> Option<Events> {
+        let downstream = match &ctx.session {
+            Some(s) => s.open().await.ok()?,
+            None => None,
+        };
+        let Some(d) = downstream else {
+            let answer = self
+                .forwarder
+                .forward(&ctx.server_id, bytes, true)
+                .await
+                .ok()?;
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let _ = tx.try_send(Ok(Event {
+                data: answer,
+                ..Event::default()
+            }));
+            return Some(rx);
+        };
+        if let Some(s) = &ctx.session {
+            s.add_progress(request);
+        }
+        match d.send(bytes, true).await {
+            Ok(events) => Some(events),
+            Err(e) => {
+                if matches!(e, ForwardError::Timeout) {
+                    // GATE-DOWN-04: the downstream hears that the request is abandoned.
+                    relay::cancel(ctx, "timeout").await;
+                }
+                None
             }
         }
     }
