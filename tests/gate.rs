@@ -912,3 +912,108 @@ fn list_filtering_and_server_requests_are_traced() {
         .unwrap_or_else(|| panic!("no call trace: {traces:?}"));
     assert_eq!(asked["decision_id"], call["decision_id"]);
 }
+
+/// A downstream that dies on what the gate lets through (a message over 512 KiB kills the
+/// `fragile` stdio witness) fails that request with the downstream code, within its deadline,
+/// and the client's session goes on: the next request gets a new child and its answer.
+#[test]
+fn a_stdio_downstream_that_dies_is_replaced_for_the_next_request() {
+    let pids_file = tempfile::NamedTempFile::new()
+        .unwrap()
+        .into_temp_path()
+        .keep()
+        .unwrap();
+    let script = format!(
+        "echo $$ >> '{}'; exec '{}' witness --stdio --broken fragile",
+        pids_file.display(),
+        crate::util::bin().display()
+    );
+    let gate = start(|cfg| {
+        cfg.servers.insert(
+            cfg.server.clone(),
+            reference_gate::config::Server::Command(vec!["sh".into(), "-c".into(), script]),
+        );
+    });
+    let s = session(&post(gate.addr, "", INIT).1);
+    assert_eq!(post(gate.addr, &with_session(&s), ECHO).0, 200);
+    // Two strings of 300 KiB: within the gate's bounds (1 MiB, strings of 512 KiB), past what
+    // the fragile witness survives.
+    let half = "a".repeat(300 * 1024);
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{half}","pad":"{half}"}}}}}}"#
+    );
+    let (status, out) = post(gate.addr, &with_session(&s), &huge);
+    assert_eq!(status, 200, "{out}");
+    let answer = messages(&out).pop().unwrap_or_default();
+    assert_eq!(answer["id"], 3, "{out}");
+    assert_eq!(answer["error"]["code"], -32002, "{out}");
+    let first = *pids(&pids_file).first().expect("the first child");
+    for id in 4..7 {
+        let call = ECHO.replace(r#""id":2"#, &format!(r#""id":{id}"#));
+        let (status, out) = post(gate.addr, &with_session(&s), &call);
+        assert_eq!(status, 200, "{out}");
+        let answer = messages(&out).pop().unwrap_or_default();
+        assert_eq!(answer["id"], id, "{out}");
+        assert_eq!(answer["result"]["content"][0]["text"], "hi", "{out}");
+    }
+    assert_eq!(
+        pids(&pids_file).len(),
+        2,
+        "one new child, kept for what follows"
+    );
+    // The crashed one was reaped when it was replaced.
+    assert!(ends(first), "the crashed child {first} is still there");
+    let _ = std::fs::remove_file(pids_file);
+}
+
+/// A 2026-07-28 server asks the client through its answer (an `input_required` result whose
+/// `inputRequests` hold a sampling request): the round reaches the client only under a
+/// `server_request` rule for it, and the retry with the client's `inputResponses` completes.
+#[test]
+fn a_multi_round_trip_request_is_decided_like_a_server_request() {
+    let round = |id: u64, extra: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ask_client","arguments":{{}}{extra},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"sampling":{{}}}}}}}}}}"#
+        )
+    };
+    let headers =
+        "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: ask_client\r\n";
+    // The witness policy allows the tool, and no server request.
+    let gate = start(|_| {});
+    let (status, out) = post(gate.addr, headers, &round(1, ""));
+    assert_eq!(status, 200, "{out}");
+    let answer = messages(&out).pop().unwrap_or_default();
+    assert_eq!(answer["error"]["code"], -31001, "{out}");
+    assert!(!out.contains("sampling/createMessage"), "{out}");
+    // Allowed: the round reaches the client, and its retry completes.
+    let gate = start(|cfg| {
+        cfg.policy.rules.push(
+            serde_json::from_str(r#"{"effect":"allow","server_request":"sampling/createMessage"}"#)
+                .unwrap(),
+        );
+    });
+    let (status, out) = post(gate.addr, headers, &round(1, ""));
+    assert_eq!(status, 200, "{out}");
+    let answer = messages(&out).pop().unwrap_or_default();
+    assert_eq!(answer["result"]["resultType"], "input_required", "{out}");
+    let asked = &answer["result"]["inputRequests"]["sample"];
+    assert_eq!(asked["method"], "sampling/createMessage", "{out}");
+    let state = answer["result"]["requestState"]
+        .as_str()
+        .unwrap_or_default();
+    let retry = round(
+        2,
+        &format!(
+            r#","inputResponses":{{"sample":{{"role":"assistant","content":{{"type":"text","text":"ok"}},"model":"m"}}}},"requestState":"{state}""#
+        ),
+    );
+    let (status, out) = post(gate.addr, headers, &retry);
+    assert_eq!(status, 200, "{out}");
+    let answer = messages(&out).pop().unwrap_or_default();
+    assert_eq!(answer["id"], 2, "{out}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{out}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "the client's input was received",
+        "{out}"
+    );
+}

@@ -251,8 +251,15 @@ impl Canonical {
 
 /// Envelope members a client message may carry.
 const ENVELOPE: &[&str] = &["jsonrpc", "id", "method", "params"];
-/// `tools/call` params members.
-const TOOL_PARAMS: &[&str] = &["name", "arguments", "_meta"];
+/// `tools/call` params members: the call, and a 2026-07-28 retry's answers to the server's input
+/// requests with the state the server gave it.
+const TOOL_PARAMS: &[&str] = &[
+    "name",
+    "arguments",
+    "_meta",
+    "inputResponses",
+    "requestState",
+];
 /// Member names that a case- or Unicode-folded variant may not imitate.
 const PROTECTED: &[&str] = &[
     "jsonrpc",
@@ -265,6 +272,8 @@ const PROTECTED: &[&str] = &[
     "arguments",
     "_meta",
     "task",
+    "inputResponses",
+    "requestState",
 ];
 
 /// Parse exactly one client message.
@@ -546,7 +555,7 @@ fn folds_to(name: &str, ascii: &str) -> bool {
             c => c.to_ascii_lowercase(),
         };
         match want.next() {
-            Some(b) if u32::from(folded) == u32::from(b) => {}
+            Some(b) if u32::from(folded) == u32::from(b.to_ascii_lowercase()) => {}
             _ => return false,
         }
     }
@@ -667,9 +676,13 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
             Some(_) if len.lax_envelope() => {}
             Some(_) => return Err(tool(MalformedKind::ToolCall)),
         }
-        match get("_meta") {
-            None | Some(Json::Object(_)) => {}
-            Some(_) => return Err(tool(MalformedKind::ToolCall)),
+        match (get("_meta"), get("inputResponses"), get("requestState")) {
+            (
+                None | Some(Json::Object(_)),
+                None | Some(Json::Object(_)),
+                None | Some(Json::String(_)),
+            ) => {}
+            _ => return Err(tool(MalformedKind::ToolCall)),
         }
     }
     Ok(match id {
@@ -1220,6 +1233,32 @@ mod tests {
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","Name":"x"}}"#), Envelope);
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","param\u017f":1}}"#), Envelope);
         assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[]}}"#), ToolCall);
+    }
+
+    /// A 2026-07-28 retry carries the client's answers to the server's input requests and the
+    /// state the server gave it: typed, forwarded canonically, never imitated.
+    #[test]
+    fn a_tool_call_retry_carries_input_responses_and_request_state() {
+        use MalformedKind::{Envelope, ToolCall};
+        let retry = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"requestState":"s-1","inputResponses":{"q":{"action":"accept"}},"arguments":{},"name":"echo"}}"#;
+        let c = parse(retry, &Limits::default()).expect("a retry parses");
+        assert_eq!(
+            c.forwarding_bytes(),
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{},"inputResponses":{"q":{"action":"accept"}},"requestState":"s-1"}}"#
+        );
+        assert_eq!(c.tool_call().map(|t| t.name), Some("echo".to_string()));
+        for bad in [
+            r#""inputResponses":[]"#,
+            r#""inputResponses":"x""#,
+            r#""requestState":{}"#,
+            r#""requestState":1"#,
+        ] {
+            let m = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo",{bad}}}}}"#
+            );
+            assert_eq!(kind(m.as_bytes()), ToolCall, "{bad}");
+        }
+        assert_eq!(kind(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","inputResponses":{},"InputResponses":{}}}"#), Envelope);
     }
 
     #[test]

@@ -333,11 +333,20 @@ impl RelayCtx {
         });
     }
 
-    /// The request being relayed is answered (or abandoned): it is no longer pending, and its
-    /// progress token no longer its client's.
+    /// The request being relayed is answered: it is no longer pending, and its progress token
+    /// no longer its client's.
     pub fn answered(&self) {
         if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
             s.take_pending(id);
+        }
+        self.settled();
+    }
+
+    /// The exchange for the request being relayed is over (answered here, failed, or given up
+    /// by its client): its progress token is no longer its client's. Its answer may still come
+    /// on a resumed stream (it stays pending).
+    pub fn settled(&self) {
+        if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
             s.answered(id);
         }
     }
@@ -522,6 +531,9 @@ impl RelayCtx {
             Outcome::Result(members) => members,
             Outcome::Error { code, .. } => return self.passed_error(&reply.reply().id, *code),
         };
+        if let Err(answer) = self.input_required(&reply.reply().id, members) {
+            return answer;
+        }
         let (list, key, kind) = match method {
             "tools/list" => ("tools", "name", None),
             "resources/list" => ("resources", "uri", Some(ActionKind::Resource)),
@@ -573,7 +585,46 @@ impl RelayCtx {
     }
 }
 
+/// What a 2026-07-28 server may ask of a client inside an `input_required` result.
+const INPUT_REQUESTS: &[&str] = &["sampling/createMessage", "elicitation/create", "roots/list"];
+
 impl RelayCtx {
+    /// An `input_required` result (a 2026-07-28 multi round-trip request) carries the server's
+    /// requests to the client inside it: each is decided like a server request (GATE-DOWN-05),
+    /// and the round reaches the client only when every one is allowed. `Ok`: not such a
+    /// result, or every request allowed (the result is relayed as it is). `Err`: the answer
+    /// instead, the denied code for a refused request, or `None` (the downstream-failure
+    /// answer) for requests the gate cannot read.
+    fn input_required(&self, id: &Id, members: &[(String, Json)]) -> Result<(), Option<Vec<u8>>> {
+        let result = |k: &str| members.iter().find(|(m, _)| m == k).map(|(_, v)| v);
+        if result("resultType").and_then(Json::as_str) != Some("input_required") {
+            return Ok(());
+        }
+        let requests = match result("inputRequests") {
+            None => return Ok(()),
+            Some(Json::Object(requests)) => requests,
+            Some(_) => return Err(None),
+        };
+        for (_, request) in requests {
+            let Some(method) = request.get("method").and_then(Json::as_str) else {
+                return Err(None);
+            };
+            let allowed = INPUT_REQUESTS.contains(&method)
+                && (self.faults.relay_server_requests()
+                    || self.allows(ActionKind::ServerRequest, method));
+            self.trace(
+                "server_request",
+                method,
+                if allowed { "allow" } else { "deny" },
+                None,
+            );
+            if !allowed {
+                return Err(Some(error_bytes(Some(id), self.codes.denied, MSG_REFUSED)));
+            }
+        }
+        Ok(())
+    }
+
     /// A downstream's JSON-RPC error as the client gets it (GATE-DOWN-03): its code, the gate's
     /// message for it, no `data`. `None` (the downstream-failure answer) when the table
     /// flattens downstream errors, or for a code the gate answers with itself.
@@ -616,7 +667,7 @@ pub(crate) async fn pump(
         let Some(event) = event else {
             // The client went away: the downstream need not go on.
             cancel(&ctx, "client disconnected").await;
-            ctx.answered();
+            ctx.settled();
             return;
         };
         match event {
@@ -626,7 +677,7 @@ pub(crate) async fn pump(
                     Step::Relay(r) => {
                         if out.send(r).await.is_err() {
                             cancel(&ctx, "client disconnected").await;
-                            ctx.answered();
+                            ctx.settled();
                             return;
                         }
                     }
@@ -644,14 +695,14 @@ pub(crate) async fn pump(
                     if matches!(e, ForwardError::Timeout) {
                         cancel(&ctx, "timeout").await;
                     }
-                    ctx.answered();
+                    ctx.settled();
                     let _ = out.send(ctx.failed()).await;
                 }
                 return;
             }
             None => {
                 if ctx.request.is_some() && !resumable {
-                    ctx.answered();
+                    ctx.settled();
                     let _ = out.send(ctx.failed()).await;
                 }
                 return;
@@ -918,6 +969,71 @@ mod tests {
                 &"sampling/createMessage".into(),
                 &"deny".into()
             )
+        );
+    }
+
+    #[test]
+    fn an_input_required_round_reaches_the_client_only_when_the_policy_allows_every_request() {
+        let (ctx, _, lines) = relay(Id::Int(8), "tools/call", ErrorCodes::modern());
+        let rules = vec![
+            Rule::tool(Effect::Allow, "*", "echo"),
+            serde_json::from_str::<Rule>(
+                r#"{"effect":"allow","server_request":"elicitation/create"}"#,
+            )
+            .expect("a rule"),
+        ];
+        let ctx = RelayCtx {
+            engine: Arc::new(RuleEngine { rules }),
+            ..ctx
+        };
+        let round = |requests: &str| {
+            event(&format!(
+                r#"{{"jsonrpc":"2.0","id":8,"result":{{"resultType":"input_required","inputRequests":{requests},"requestState":"s-1"}}}}"#
+            ))
+        };
+        let ask =
+            |key: &str, method: &str| format!(r#""{key}":{{"method":"{method}","params":{{}}}}"#);
+        // Every request allowed: the round is relayed as it is.
+        let got = relayed(ctx.step(round(&format!("{{{}}}", ask("q", "elicitation/create")))))
+            .expect("the round");
+        assert_eq!(
+            got["result"]["inputRequests"]["q"]["method"],
+            "elicitation/create"
+        );
+        // One request the policy refuses (or no method the protocol has): the client is refused,
+        // and never sees the requests.
+        for requests in [
+            format!(
+                "{{{},{}}}",
+                ask("q", "elicitation/create"),
+                ask("s", "sampling/createMessage")
+            ),
+            format!("{{{}}}", ask("x", "tools/call")),
+        ] {
+            let got = relayed(ctx.step(round(&requests))).expect("an answer");
+            assert_eq!(
+                got["error"]["code"],
+                ErrorCodes::modern().denied,
+                "{requests}"
+            );
+            assert!(got.get("result").is_none());
+        }
+        // Requests the gate cannot read: the downstream failed.
+        let got = relayed(ctx.step(round(r#"[{"method":"roots/list"}]"#))).expect("an answer");
+        assert_eq!(got["error"]["code"], ErrorCodes::modern().downstream);
+        // A complete result is not a round.
+        let done = r#"{"jsonrpc":"2.0","id":8,"result":{"resultType":"complete","content":[]}}"#;
+        assert!(
+            relayed(ctx.step(event(done))).is_some_and(|v| v["result"]["resultType"] == "complete")
+        );
+        let verdicts: Vec<(String, String)> = lines
+            .traces()
+            .iter()
+            .map(|t| (t["tool"].to_string(), t["verdict"].to_string()))
+            .collect();
+        assert!(
+            verdicts.contains(&(r#""sampling/createMessage""#.into(), r#""deny""#.into())),
+            "{verdicts:?}"
         );
     }
 

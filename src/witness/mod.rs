@@ -602,6 +602,9 @@ impl Witness {
                 Reply::Message(json!({"jsonrpc": "2.0", "id": id, "result": r}))
             }
             Ok(Outcome::Error(-32601, msg)) => Reply::Unknown(self.error(id, -32601, msg, msg)),
+            Ok(Outcome::AskClient) => Reply::Message(json!({
+                "jsonrpc": "2.0", "id": id, "result": ask_for_input(params, capabilities)
+            })),
             other => self.finish(id, other),
         }
     }
@@ -862,9 +865,35 @@ pub const TOOLS: &[(&str, &str)] = &[
     ),
     (
         "ask_client",
-        "Sends the client a sampling/createMessage request, then answers without waiting for it.",
+        "Sends the client a sampling/createMessage request, then answers without waiting for it (2026-07-28: asks for a sample in an input_required result, and completes on the retry).",
     ),
 ];
+
+/// `ask_client` in 2026-07-28, where a server asks the client only through its answer (a multi
+/// round-trip request): the first round is an `input_required` result asking the client to
+/// sample; the retry, carrying `inputResponses`, completes. A client that did not declare
+/// `sampling` is not asked (the tool reports that it could not ask).
+fn ask_for_input(params: &Map<String, Value>, capabilities: Option<&Value>) -> Value {
+    let text = |t: &str| {
+        json!({"content": [{"type": "text", "text": t}], "isError": false,
+                                 "resultType": "complete"})
+    };
+    if params.get("inputResponses").is_some_and(Value::is_object) {
+        return text("the client's input was received");
+    }
+    if capabilities.and_then(|c| c.get("sampling")).is_none() {
+        let mut r = text("the client cannot sample");
+        r["isError"] = json!(true);
+        return r;
+    }
+    json!({
+        "resultType": "input_required",
+        "inputRequests": {"sample": {"method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Say something."}}],
+            "maxTokens": 16}}},
+        "requestState": "witness-round-1"
+    })
+}
 
 /// The witness's capabilities (legacy `initialize` and modern `server/discover`).
 fn capabilities() -> Value {

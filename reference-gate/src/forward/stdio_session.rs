@@ -1,5 +1,6 @@
-//! Stdio downstream sessions: one child process per client session, its messages routed to the
-//! request waiting for them by id (progress by its token), idle waiters swept.
+//! Stdio downstream sessions: one child process per client session (a new one, handshaken at the
+//! same version, when it died), its messages routed to the request waiting for them by id
+//! (progress by its token), idle waiters swept.
 
 use super::stdio::spawn_child;
 use super::*;
@@ -32,13 +33,26 @@ struct Routes {
 /// reader task routes what the child writes: an answer to the request with its id; progress to
 /// the request whose token it names (else the listener); any other request or notification of
 /// the server's own to the latest request still waiting (stdio says nothing about which request
-/// it belongs to), else to the listener.
+/// it belongs to), else to the listener. A child that died is replaced by a new one, handshaken
+/// at the same version, when the next message needs it: one crash does not end the client's
+/// session, as an HTTP downstream session is reopened when the server forgets it.
 pub(super) struct StdioSession {
+    command: Vec<String>,
+    /// The canonical `initialize` a new child is opened with.
+    initialize: Vec<u8>,
+    /// The child now; held while a new one is started, so only one is.
+    link: Mutex<std::sync::Arc<Link>>,
+    /// Closed by the gate: no new child is started.
+    closed: std::sync::atomic::AtomicBool,
+    version: String,
+    deadlines: Deadlines,
+}
+
+/// One child process of a stdio session: its stdin, and the routes its reader task fills.
+struct Link {
     child: std::sync::Mutex<Option<tokio::process::Child>>,
     stdin: Mutex<tokio::process::ChildStdin>,
     routes: std::sync::Arc<std::sync::Mutex<Routes>>,
-    version: String,
-    deadlines: Deadlines,
 }
 
 /// A request's id and progress token, as JSON text.
@@ -58,6 +72,48 @@ impl StdioSession {
         deadlines: Deadlines,
         initialize: &[u8],
     ) -> Result<(StdioSession, Vec<u8>), ForwardError> {
+        let (link, answer, version) = Link::start(command, deadlines, initialize).await?;
+        let session = StdioSession {
+            command: command.to_vec(),
+            initialize: initialize.to_vec(),
+            link: Mutex::new(std::sync::Arc::new(link)),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            version,
+            deadlines,
+        };
+        Ok((session, answer))
+    }
+
+    /// The child to send to: the one there is while it lives, else a new one, handshaken at
+    /// the version the session agreed (a child that will not agree to it fails the message).
+    async fn live(&self) -> Result<std::sync::Arc<Link>, ForwardError> {
+        let mut link = self.link.lock().await;
+        if !link.dead() {
+            return Ok(link.clone());
+        }
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(ForwardError::Unreachable);
+        }
+        link.kill().await;
+        let (fresh, _, version) =
+            Link::start(&self.command, self.deadlines, &self.initialize).await?;
+        if version != self.version {
+            fresh.kill().await;
+            return Err(ForwardError::BadAnswer);
+        }
+        *link = std::sync::Arc::new(fresh);
+        Ok(link.clone())
+    }
+}
+
+impl Link {
+    /// A new child, its reader and deadline sweeper running, and its handshake done: the link,
+    /// the child's raw answer to `initialize` and the version it agreed.
+    async fn start(
+        command: &[String],
+        deadlines: Deadlines,
+        initialize: &[u8],
+    ) -> Result<(Link, Vec<u8>, String), ForwardError> {
         let (child, stdin, stdout) = spawn_child(command)?;
         let routes = std::sync::Arc::new(std::sync::Mutex::new(Routes::default()));
         tokio::spawn(read_routes(stdout, routes.clone(), deadlines.max_response));
@@ -65,33 +121,58 @@ impl StdioSession {
             std::sync::Arc::downgrade(&routes),
             Duration::from_millis(deadlines.request_ms),
         ));
-        let mut session = StdioSession {
+        let link = Link {
             child: std::sync::Mutex::new(Some(child)),
             stdin: Mutex::new(stdin),
             routes,
-            version: String::new(),
-            deadlines,
         };
-        let mut events = session.send_line(initialize, true).await?;
-        let answer = loop {
-            let event = events.recv().await.ok_or(ForwardError::Unreachable)??;
-            let v: serde_json::Value =
-                serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
-            if v.get("result").is_some() || v.get("error").is_some() {
-                break (event.data, v);
+        let handshake = async {
+            let mut events = link.send_line(initialize, true, deadlines).await?;
+            let answer = loop {
+                let event = events.recv().await.ok_or(ForwardError::Unreachable)??;
+                let v: serde_json::Value =
+                    serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
+                if v.get("result").is_some() || v.get("error").is_some() {
+                    break (event.data, v);
+                }
+            };
+            let version = answer
+                .1
+                .pointer("/result/protocolVersion")
+                .and_then(|v| v.as_str())
+                .ok_or(ForwardError::BadAnswer)?
+                .to_string();
+            link.send_line(INITIALIZED, false, deadlines).await?;
+            Ok((answer.0, version))
+        };
+        match handshake.await {
+            Ok((answer, version)) => Ok((link, answer, version)),
+            Err(e) => {
+                link.kill().await;
+                Err(e)
             }
-        };
-        session.version = answer
-            .1
-            .pointer("/result/protocolVersion")
-            .and_then(|v| v.as_str())
-            .ok_or(ForwardError::BadAnswer)?
-            .to_string();
-        session.send_line(INITIALIZED, false).await?;
-        Ok((session, answer.0))
+        }
     }
 
-    async fn send_line(&self, line: &[u8], expects_answer: bool) -> Result<Events, ForwardError> {
+    /// Whether the child's output has ended (it exited, closed it, or wrote past the bound).
+    fn dead(&self) -> bool {
+        self.routes.lock().map_or(true, |r| r.dead)
+    }
+
+    async fn kill(&self) {
+        let child = self.child.lock().ok().and_then(|mut c| c.take());
+        if let Some(mut c) = child {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+
+    async fn send_line(
+        &self,
+        line: &[u8],
+        expects_answer: bool,
+        deadlines: Deadlines,
+    ) -> Result<Events, ForwardError> {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let (key, progress) = if expects_answer {
             keys(line)
@@ -121,7 +202,7 @@ impl StdioSession {
             stdin.write_all(b"\n").await?;
             stdin.flush().await
         };
-        let written = tokio::time::timeout(Duration::from_millis(self.deadlines.request_ms), write)
+        let written = tokio::time::timeout(Duration::from_millis(deadlines.request_ms), write)
             .await
             .map_err(|_| ForwardError::Timeout)
             .and_then(|r| r.map_err(|_| ForwardError::Unreachable));
@@ -251,7 +332,11 @@ impl Downstream for StdioSession {
         canonical: &'a [u8],
         expects_answer: bool,
     ) -> BoxFuture<'a, Result<Events, ForwardError>> {
-        Box::pin(self.send_line(canonical, expects_answer))
+        Box::pin(async move {
+            let link = self.live().await?;
+            link.send_line(canonical, expects_answer, self.deadlines)
+                .await
+        })
     }
 
     fn listen<'a>(
@@ -263,8 +348,9 @@ impl Downstream for StdioSession {
                 // Nothing to resume over stdio.
                 return Ok(None);
             }
+            let link = self.live().await?;
             let (tx, rx) = tokio::sync::mpsc::channel(16);
-            let mut routes = self.routes.lock().map_err(|_| ForwardError::Unreachable)?;
+            let mut routes = link.routes.lock().map_err(|_| ForwardError::Unreachable)?;
             if routes.dead {
                 return Err(ForwardError::Unreachable);
             }
@@ -275,11 +361,10 @@ impl Downstream for StdioSession {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let child = self.child.lock().ok().and_then(|mut c| c.take());
-            if let Some(mut c) = child {
-                let _ = c.start_kill();
-                let _ = c.wait().await;
-            }
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Release);
+            let link = self.link.lock().await.clone();
+            link.kill().await;
         })
     }
 

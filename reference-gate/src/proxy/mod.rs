@@ -521,7 +521,7 @@ impl Proxy {
     /// a stream. While it is being answered, progress for its token reaches its client.
     async fn forward(&self, ctx: RelayCtx, request: &Canonical, bytes: Vec<u8>) -> Answer {
         let result = |bytes: Option<Vec<u8>>, handled: Handled| {
-            ctx.answered();
+            ctx.settled();
             request::result(&ctx.decision, ctx.modern, bytes, handled)
         };
         let failed = ctx.failed().bytes;
