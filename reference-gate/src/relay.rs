@@ -160,19 +160,14 @@ impl Session {
     /// Remember the progress token of a request this client sends (its `_meta.progressToken`;
     /// at most `MAX_PENDING` at once, past that its progress is not relayed).
     pub(crate) fn add_progress(&self, request: &canonical::Canonical) {
-        let Message::Request { id, .. } = request.message() else {
-            return;
-        };
-        let token = request
-            .message()
-            .param("_meta")
-            .and_then(|m| m.get("progressToken"));
-        let Some(token @ (Json::String(_) | Json::Number(_))) = token else {
+        let (Message::Request { id, .. }, Some(token)) =
+            (request.message(), progress_token(request))
+        else {
             return;
         };
         if let Ok(mut p) = self.progress.lock() {
             if p.len() < MAX_PENDING {
-                p.insert(token.to_canonical(), id.clone());
+                p.insert(token, id.clone());
             }
         }
     }
@@ -209,6 +204,18 @@ impl Session {
             .iter()
             .find(|(g, _)| g == gate)
             .map(|(_, d)| d.clone())
+    }
+}
+
+/// A request's progress token (`_meta.progressToken`, a string or a number) as canonical JSON.
+pub(crate) fn progress_token(request: &canonical::Canonical) -> Option<Vec<u8>> {
+    let token = request
+        .message()
+        .param("_meta")
+        .and_then(|m| m.get("progressToken"));
+    match token {
+        Some(t @ (Json::String(_) | Json::Number(_))) => Some(t.to_canonical()),
+        _ => None,
     }
 }
 
@@ -260,6 +267,9 @@ pub(crate) struct RelayCtx {
     /// The proxy's defects (`relay_downstream_verbatim`, `relay_server_requests`); constants
     /// without the `faults` feature.
     pub faults: crate::faults::Faults,
+    /// The progress token of the request being relayed (canonical JSON): progress for it is
+    /// this client's even without a session (a modern request's stream).
+    pub progress_token: Option<Vec<u8>>,
     /// Where the relay's own decisions (list filtering, server requests) are traced, under the
     /// decision id of the exchange and the client's principal.
     pub tracer: Tracer,
@@ -473,10 +483,13 @@ impl RelayCtx {
                 // Only for a request this client sent in this session and is still waiting on:
                 // another client's token, or a made-up one, says nothing to this client.
                 let token = m.param("progressToken")?;
-                self.session
-                    .as_ref()?
-                    .owns_progress(token)
-                    .then(|| c.forwarding_bytes().to_vec())
+                let own = self.progress_token.as_deref() == Some(token.to_canonical().as_slice());
+                let ours = own
+                    || self
+                        .session
+                        .as_ref()
+                        .is_some_and(|s| s.owns_progress(token));
+                ours.then(|| c.forwarding_bytes().to_vec())
             }
             _ => Some(c.forwarding_bytes().to_vec()),
         }
@@ -854,6 +867,7 @@ mod tests {
             request: Some((id, method.into())),
             modern: false,
             faults: crate::faults::Faults::NONE,
+            progress_token: None,
             tracer: Tracer::to(Box::new(lines.clone())),
             decision: "d-1".into(),
             principal: Some("alice".into()),

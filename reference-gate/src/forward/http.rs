@@ -342,6 +342,25 @@ impl Forwarder for HttpForwarder {
         })
     }
 
+    fn stream<'a>(&'a self, _server_id: &'a str, canonical: &'a [u8]) -> StreamFuture<'a> {
+        let inner = &self.inner;
+        Box::pin(async move {
+            let modern = serde_json::from_slice::<serde_json::Value>(canonical)
+                .ok()
+                .and_then(|m| crate::era::downstream_headers(&m));
+            let Some(headers) = modern else {
+                return Ok(None);
+            };
+            let deadline = Instant::now() + Duration::from_millis(inner.deadlines.request_ms);
+            let (_, _, events) = inner
+                .stream(Method::POST, Some(canonical), headers, Some(deadline))
+                .await?;
+            // Whatever the status, the body is read as the answer (a refusal is one too); the
+            // relay judges what it says.
+            Ok(Some(events))
+        })
+    }
+
     fn open<'a>(&'a self, _server_id: &'a str, initialize: &'a [u8]) -> OpenFuture<'a> {
         let inner = self.inner.clone();
         Box::pin(async move {

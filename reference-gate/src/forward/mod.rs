@@ -85,7 +85,18 @@ pub trait Forwarder: Send + Sync + 'static {
     fn open<'a>(&'a self, _server_id: &'a str, _initialize: &'a [u8]) -> OpenFuture<'a> {
         Box::pin(async { Ok(None) })
     }
+
+    /// Send a modern (2026-07-28, session-less) request and give the downstream's messages as
+    /// they come, its answer last: the progress and logging a server sends before a modern
+    /// answer. `Ok(None)`: this forwarder does not stream, and nothing was sent (the gate then
+    /// uses [`Forwarder::forward`]).
+    fn stream<'a>(&'a self, _server_id: &'a str, _canonical: &'a [u8]) -> StreamFuture<'a> {
+        Box::pin(async { Ok(None) })
+    }
 }
+
+/// What [`Forwarder::stream`] gives.
+pub type StreamFuture<'a> = BoxFuture<'a, Result<Option<Events>, ForwardError>>;
 
 /// One message the downstream sent, as it came (the proxy canonicalizes it before anything
 /// else), with the SSE event id and retry hint it came with.
@@ -215,6 +226,13 @@ impl Forwarder for ConfiguredForwarder {
     fn open<'a>(&'a self, server_id: &'a str, initialize: &'a [u8]) -> OpenFuture<'a> {
         match self.servers.get(server_id) {
             Some(f) => f.open(server_id, initialize),
+            None => Box::pin(async { Err(ForwardError::UnknownServer) }),
+        }
+    }
+
+    fn stream<'a>(&'a self, server_id: &'a str, canonical: &'a [u8]) -> StreamFuture<'a> {
+        match self.servers.get(server_id) {
+            Some(f) => f.stream(server_id, canonical),
             None => Box::pin(async { Err(ForwardError::UnknownServer) }),
         }
     }

@@ -567,14 +567,20 @@ impl Proxy {
     }
 
     /// Send a decided request downstream: through the client's own downstream session (its
-    /// progress token then counts as the client's), else through the forwarder. `None` when it
-    /// could not be sent (on a timeout the downstream is told the request is abandoned).
+    /// progress token then counts as the client's), else, for a modern request, as a stream of
+    /// its own when the forwarder streams, else through the forwarder. `None` when it could not
+    /// be sent (on a timeout the downstream is told the request is abandoned).
     async fn send(&self, ctx: &RelayCtx, request: &Canonical, bytes: &[u8]) -> Option<Events> {
         let downstream = match &ctx.session {
             Some(s) => s.open().await.ok()?,
             None => None,
         };
         let Some(d) = downstream else {
+            if ctx.modern {
+                if let Some(events) = self.forwarder.stream(&ctx.server_id, bytes).await.ok()? {
+                    return Some(events);
+                }
+            }
             let answer = self
                 .forwarder
                 .forward(&ctx.server_id, bytes, true)
@@ -845,6 +851,7 @@ impl Proxy {
             request: None,
             modern: false,
             faults: self.faults,
+            progress_token: None,
             tracer: self.tracer.clone(),
             decision: decision_id(),
             principal: principal.map(str::to_string),
@@ -992,5 +999,87 @@ impl Proxy {
             Ok(Ok(Ok(Err(e)))) => (failed, Some(e.0)),
             _ => (failed, None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::{ForwardFuture, StreamFuture};
+    use crate::policy::{Effect, Rule, RuleEngine};
+
+    /// A downstream that answers a modern request as a stream: progress for the request's own
+    /// token and for another, a log message, then the answer.
+    struct Streaming;
+
+    impl Forwarder for Streaming {
+        fn forward<'a>(&'a self, _: &'a str, _: &'a [u8], _: bool) -> ForwardFuture<'a> {
+            Box::pin(async { Err(ForwardError::Unreachable) })
+        }
+
+        fn stream<'a>(&'a self, _: &'a str, _: &'a [u8]) -> StreamFuture<'a> {
+            Box::pin(async {
+                let (tx, rx) = tokio::sync::mpsc::channel(8);
+                for line in [
+                    r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":1}}"#,
+                    r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-other","progress":1}}"#,
+                    r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}"#,
+                    r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#,
+                ] {
+                    let _ = tx.try_send(Ok(Event {
+                        data: line.as_bytes().to_vec(),
+                        ..Event::default()
+                    }));
+                }
+                Ok(Some(rx))
+            })
+        }
+    }
+
+    /// What a server sends before a 2026-07-28 answer reaches the client as it comes: progress
+    /// for the request's own token and the log message, then the answer; progress for any
+    /// other token does not.
+    #[tokio::test]
+    async fn a_modern_answer_streams_what_the_downstream_sends_before_it() {
+        let proxy = Proxy::new(
+            Arc::new(RuleEngine {
+                rules: vec![Rule::tool(Effect::Allow, "*", "echo")],
+            }),
+            Arc::new(Streaming),
+            Limits::default(),
+            ErrorCodes::default(),
+            Tracer::none(),
+        );
+        let raw = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p-1"}}}"#;
+        let c = proxy.parse(raw).expect("a modern call");
+        let Answer::Stream(r, mut rx) = proxy
+            .handle_in("s", None, raw, &c, &Credentials::default())
+            .await
+        else {
+            panic!("the answer did not stream");
+        };
+        assert_eq!(r.handled, Handled::Forwarded);
+        let mut seen = Vec::new();
+        while let Some(m) = rx.recv().await {
+            seen.push(serde_json::from_slice::<serde_json::Value>(&m.bytes).unwrap_or_default());
+        }
+        let what: Vec<String> = seen
+            .iter()
+            .map(|m| {
+                m["method"].as_str().map_or_else(
+                    || format!("answer {}", m["id"]),
+                    |method| format!("{method} {}", m["params"]["progressToken"]),
+                )
+            })
+            .collect();
+        assert_eq!(
+            what,
+            [
+                r#"notifications/progress "p-1""#,
+                "notifications/message null",
+                "answer 1"
+            ],
+            "{seen:?}"
+        );
     }
 }

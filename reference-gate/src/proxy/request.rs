@@ -82,6 +82,7 @@ impl<'a> Request<'a> {
             request: Some((id.clone(), method.to_string())),
             modern,
             faults: proxy.faults,
+            progress_token: relay::progress_token(c),
             tracer: proxy.tracer.clone(),
             decision: decision.clone(),
             principal: credentials.principal.clone(),
