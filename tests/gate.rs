@@ -749,13 +749,14 @@ fn a_second_initialize_over_stdio_is_refused() {
     assert_eq!(ran.len(), 2, "both legacy versions over stdio: {stdout}");
 }
 
-/// A gate in front of stdio witnesses (a child per client session) whose sessions go idle after
-/// `idle_ms`, at most `max` at once; each child writes its pid to the returned file.
-fn stdio_gate(idle_ms: u64, max: usize) -> (Running, std::path::PathBuf) {
+/// A gate in front of stdio witnesses started with `witness_args` (a child per client
+/// session) whose sessions go idle after `idle_ms`, at most `max` at once; each child writes its
+/// pid to the returned file.
+fn stdio_gate(witness_args: &str, idle_ms: u64, max: usize) -> (Running, std::path::PathBuf) {
     let pids = tempfile::NamedTempFile::new().unwrap().into_temp_path();
     let pids = pids.keep().unwrap();
     let script = format!(
-        "echo $$ >> '{}'; exec '{}' witness --stdio",
+        "echo $$ >> '{}'; exec '{}' witness --stdio {witness_args}",
         pids.display(),
         crate::util::bin().display()
     );
@@ -801,7 +802,7 @@ const ECHO: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"n
 /// downstream child ends; a session in use is kept.
 #[test]
 fn an_idle_session_is_forgotten_and_its_stdio_child_ends() {
-    let (gate, file) = stdio_gate(300, 100);
+    let (gate, file) = stdio_gate("", 300, 100);
     let s = session(&post(gate.addr, "", INIT).1);
     let (status, out) = post(gate.addr, &with_session(&s), ECHO);
     assert_eq!(status, 200, "{out}");
@@ -816,7 +817,7 @@ fn an_idle_session_is_forgotten_and_its_stdio_child_ends() {
 /// At the cap the least recently used session goes (its child with it), not an arbitrary one.
 #[test]
 fn at_the_session_cap_the_least_recently_used_session_goes() {
-    let (gate, file) = stdio_gate(600_000, 2);
+    let (gate, file) = stdio_gate("", 600_000, 2);
     // A session's child starts when it is first needed (the gate answers a repeated
     // initialize from the first one's answer).
     let opened = || {
@@ -918,22 +919,7 @@ fn list_filtering_and_server_requests_are_traced() {
 /// and the client's session goes on: the next request gets a new child and its answer.
 #[test]
 fn a_stdio_downstream_that_dies_is_replaced_for_the_next_request() {
-    let pids_file = tempfile::NamedTempFile::new()
-        .unwrap()
-        .into_temp_path()
-        .keep()
-        .unwrap();
-    let script = format!(
-        "echo $$ >> '{}'; exec '{}' witness --stdio --broken fragile",
-        pids_file.display(),
-        crate::util::bin().display()
-    );
-    let gate = start(|cfg| {
-        cfg.servers.insert(
-            cfg.server.clone(),
-            reference_gate::config::Server::Command(vec!["sh".into(), "-c".into(), script]),
-        );
-    });
+    let (gate, pids_file) = stdio_gate("--broken fragile", 600_000, 100);
     let s = session(&post(gate.addr, "", INIT).1);
     assert_eq!(post(gate.addr, &with_session(&s), ECHO).0, 200);
     // Two strings of 300 KiB: within the gate's bounds (1 MiB, strings of 512 KiB), past what

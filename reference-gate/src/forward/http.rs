@@ -372,28 +372,7 @@ impl Forwarder for HttpForwarder {
             if status != 200 {
                 return Err(ForwardError::BadAnswer);
             }
-            // The answer to initialize is the first message that is one.
-            let answer = loop {
-                let Some(event) = events.recv().await else {
-                    return Err(ForwardError::BadAnswer);
-                };
-                let event = event?;
-                if event.data.is_empty() {
-                    // A priming event (an id and a retry hint): nothing to read.
-                    continue;
-                }
-                let v: serde_json::Value =
-                    serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
-                if v.get("result").is_some() || v.get("error").is_some() {
-                    break (event.data, v);
-                }
-            };
-            let version = answer
-                .1
-                .pointer("/result/protocolVersion")
-                .and_then(|v| v.as_str())
-                .ok_or(ForwardError::BadAnswer)?
-                .to_string();
+            let (answer, version) = initialize_answer(&mut events).await?;
             let downstream = HttpSession {
                 inner,
                 session: std::sync::Mutex::new(session),
@@ -402,7 +381,7 @@ impl Forwarder for HttpForwarder {
             };
             downstream.deliver(INITIALIZED).await?;
             let downstream: std::sync::Arc<dyn Downstream> = std::sync::Arc::new(downstream);
-            Ok(Some((downstream, answer.0)))
+            Ok(Some((downstream, answer)))
         })
     }
 }

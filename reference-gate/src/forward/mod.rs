@@ -165,6 +165,29 @@ fn init_message() -> Vec<u8> {
 
 const INITIALIZED: &[u8] = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
+/// A downstream's answer to `initialize`, the first message that is an answer (priming events
+/// and the server's own messages before it skipped), and the version it agreed; a stream that
+/// ends first, or an answer that agrees to no version, fails.
+async fn initialize_answer(events: &mut Events) -> Result<(Vec<u8>, String), ForwardError> {
+    loop {
+        let event = events.recv().await.ok_or(ForwardError::BadAnswer)??;
+        if event.data.is_empty() {
+            // A priming event (an id and a retry hint): nothing to read.
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
+        if v.get("result").is_some() || v.get("error").is_some() {
+            let version = v
+                .pointer("/result/protocolVersion")
+                .and_then(serde_json::Value::as_str)
+                .ok_or(ForwardError::BadAnswer)?
+                .to_string();
+            return Ok((event.data, version));
+        }
+    }
+}
+
 /// Forwards to the configured servers, over HTTP or stdio as each is configured.
 pub struct ConfiguredForwarder {
     servers: BTreeMap<String, Box<dyn Forwarder>>,

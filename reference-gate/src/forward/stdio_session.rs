@@ -128,22 +128,9 @@ impl Link {
         };
         let handshake = async {
             let mut events = link.send_line(initialize, true, deadlines).await?;
-            let answer = loop {
-                let event = events.recv().await.ok_or(ForwardError::Unreachable)??;
-                let v: serde_json::Value =
-                    serde_json::from_slice(&event.data).map_err(|_| ForwardError::BadAnswer)?;
-                if v.get("result").is_some() || v.get("error").is_some() {
-                    break (event.data, v);
-                }
-            };
-            let version = answer
-                .1
-                .pointer("/result/protocolVersion")
-                .and_then(|v| v.as_str())
-                .ok_or(ForwardError::BadAnswer)?
-                .to_string();
+            let answer = initialize_answer(&mut events).await?;
             link.send_line(INITIALIZED, false, deadlines).await?;
-            Ok((answer.0, version))
+            Ok(answer)
         };
         match handshake.await {
             Ok((answer, version)) => Ok((link, answer, version)),
