@@ -180,7 +180,7 @@ impl Session {
     }
 
     /// The request `id` is answered: its progress token is no longer this client's.
-    pub(crate) fn answered(&self, id: &Id) {
+    pub(crate) fn release_progress(&self, id: &Id) {
         if let Ok(mut p) = self.progress.lock() {
             p.retain(|_, r| r != id);
         }
@@ -357,7 +357,7 @@ impl RelayCtx {
     /// on a resumed stream (it stays pending).
     pub fn settled(&self) {
         if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
-            s.answered(id);
+            s.release_progress(id);
         }
     }
 
@@ -415,7 +415,7 @@ impl RelayCtx {
                 // An answer to an earlier request of this session, replayed on a resumed stream.
                 let earlier = self.session.as_ref().and_then(|s| {
                     let method = s.take_pending(&id)?;
-                    s.answered(&id);
+                    s.release_progress(&id);
                     Some(method)
                 });
                 match earlier {
