@@ -592,10 +592,8 @@ fn loosen_envelope(members: &mut Vec<(String, Json)>) {
     }
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the JSON-RPC envelope rules in the order the specification states them, one early refusal per rule"
-)]
+/// The JSON-RPC envelope rules in the order the specification states them, one early refusal
+/// per rule; a `tools/call` is checked further by [`tool_call_params`].
 fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
     let Json::Object(members) = value else {
         return Err(env_err());
@@ -646,49 +644,57 @@ fn envelope(value: Json, len: Leniency) -> Result<Message, Malformed> {
             _ => None,
         });
     if method == "tools/call" {
-        // A tools/call must be a request; its params a plain name and an object of arguments.
-        if id.is_none() && !len.lax_envelope() {
-            return Err(env_err());
-        }
-        if params.is_none() && len.lax_envelope() {
-            // The careless gate lets a call it cannot read through; the proxy decides what then.
-            return Ok(match id {
-                Some(id) => Message::Request { id, method, params },
-                None => Message::Notification { method, params },
-            });
-        }
-        let p = params
-            .as_ref()
-            .ok_or(Malformed::new(MalformedKind::ToolCall))?;
-        let tool = |e| Malformed::new(e);
-        for (k, _) in p {
-            if !TOOL_PARAMS.contains(&k.as_str()) && !len.lax_envelope() {
-                return Err(tool(MalformedKind::ToolCall));
-            }
-        }
-        let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v);
-        match get("name") {
-            Some(Json::String(n)) if len.any_tool_name() || plain_tool_name(n) => {}
-            _ => return Err(tool(MalformedKind::ToolCall)),
-        }
-        match get("arguments") {
-            None | Some(Json::Object(_)) => {}
-            Some(_) if len.lax_envelope() => {}
-            Some(_) => return Err(tool(MalformedKind::ToolCall)),
-        }
-        match (get("_meta"), get("inputResponses"), get("requestState")) {
-            (
-                None | Some(Json::Object(_)),
-                None | Some(Json::Object(_)),
-                None | Some(Json::String(_)),
-            ) => {}
-            _ => return Err(tool(MalformedKind::ToolCall)),
-        }
+        tool_call_params(id.is_some(), params.as_ref(), len)?;
     }
     Ok(match id {
         Some(id) => Message::Request { id, method, params },
         None => Message::Notification { method, params },
     })
+}
+
+/// A `tools/call` must be a request; its params a plain name, an object of arguments, and
+/// optionally `_meta` and a multi-round-trip retry's `inputResponses` (an object) and
+/// `requestState` (a string); nothing else.
+fn tool_call_params(
+    is_request: bool,
+    params: Option<&Vec<(String, Json)>>,
+    len: Leniency,
+) -> Result<(), Malformed> {
+    if !is_request && !len.lax_envelope() {
+        return Err(env_err());
+    }
+    let tool = || Malformed::new(MalformedKind::ToolCall);
+    let Some(p) = params else {
+        // The careless gate lets a call it cannot read through; the proxy decides what then.
+        return if len.lax_envelope() {
+            Ok(())
+        } else {
+            Err(tool())
+        };
+    };
+    for (k, _) in p {
+        if !TOOL_PARAMS.contains(&k.as_str()) && !len.lax_envelope() {
+            return Err(tool());
+        }
+    }
+    let get = |k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    match get("name") {
+        Some(Json::String(n)) if len.any_tool_name() || plain_tool_name(n) => {}
+        _ => return Err(tool()),
+    }
+    match get("arguments") {
+        None | Some(Json::Object(_)) => {}
+        Some(_) if len.lax_envelope() => {}
+        Some(_) => return Err(tool()),
+    }
+    match (get("_meta"), get("inputResponses"), get("requestState")) {
+        (
+            None | Some(Json::Object(_)),
+            None | Some(Json::Object(_)),
+            None | Some(Json::String(_)),
+        ) => Ok(()),
+        _ => Err(tool()),
+    }
 }
 
 /// An id number: an integer literal (no fraction, no exponent, no `-0`) within ±(2^53−1).

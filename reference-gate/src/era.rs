@@ -246,93 +246,42 @@ mod tests {
         parse(text.as_bytes(), &Limits::default()).expect("canonical")
     }
 
+    /// The binding headers of a request: the version (when sent), the method, and each
+    /// `Mcp-Name` given.
+    fn headers<'a>(
+        version: Option<&'a [u8]>,
+        method: &'a [u8],
+        names: &[&'a [u8]],
+    ) -> Vec<(&'static str, &'a [u8])> {
+        let mut out: Vec<(&'static str, &'a [u8])> = Vec::new();
+        if let Some(v) = version {
+            out.push(("mcp-protocol-version", v));
+        }
+        out.push(("mcp-method", method));
+        out.extend(names.iter().map(|n| ("mcp-name", *n)));
+        out
+    }
+
     #[test]
-    #[allow(
-        clippy::too_many_lines,
-        reason = "a table of header spellings checked one after another against one body"
-    )]
     fn binding_holds_only_when_every_header_equals_the_body() {
         let c = call("delete_everything", "2026-07-28");
-        let good: &[(&str, &[u8])] = &[
-            ("mcp-protocol-version", b"2026-07-28"),
-            ("mcp-method", b"tools/call"),
-            ("mcp-name", b"delete_everything"),
-        ];
-        assert_eq!(check_binding(&c, good), Ok(()));
+        let (v, m, name) = (
+            Some(&b"2026-07-28"[..]),
+            &b"tools/call"[..],
+            &b"delete_everything"[..],
+        );
+        assert_eq!(check_binding(&c, headers(v, m, &[name]).as_slice()), Ok(()));
         let encoded = encode_value("delete_everything ");
-        type Headers<'a> = Vec<(&'a str, &'a [u8])>;
-        let cases: Vec<(Headers, Mismatch)> = vec![
-            (
-                vec![
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", b"delete_everything"),
-                ],
-                Mismatch::Version,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2025-11-25"),
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", b"delete_everything"),
-                ],
-                Mismatch::Version,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/list"),
-                    ("mcp-name", b"delete_everything"),
-                ],
-                Mismatch::Method,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"Tools/Call"),
-                    ("mcp-name", b"delete_everything"),
-                ],
-                Mismatch::Method,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", b"echo"),
-                ],
-                Mismatch::Name,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/call"),
-                ],
-                Mismatch::Name,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", b"echo"),
-                    ("mcp-name", b"delete_everything"),
-                ],
-                Mismatch::Name,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", encoded.as_bytes()),
-                ],
-                Mismatch::Name,
-            ),
-            (
-                vec![
-                    ("mcp-protocol-version", b"2026-07-28"),
-                    ("mcp-method", b"tools/call"),
-                    ("mcp-name", b"=?base64?!!?="),
-                ],
-                Mismatch::Name,
-            ),
+        let cases = [
+            (headers(None, m, &[name]), Mismatch::Version),
+            (headers(Some(b"2025-11-25"), m, &[name]), Mismatch::Version),
+            (headers(v, b"tools/list", &[name]), Mismatch::Method),
+            (headers(v, b"Tools/Call", &[name]), Mismatch::Method),
+            (headers(v, m, &[b"echo"]), Mismatch::Name),
+            (headers(v, m, &[]), Mismatch::Name),
+            (headers(v, m, &[b"echo", name]), Mismatch::Name),
+            (headers(v, m, &[encoded.as_bytes()]), Mismatch::Name),
+            (headers(v, m, &[b"=?base64?!!?="]), Mismatch::Name),
         ];
         for (headers, want) in cases {
             assert_eq!(
@@ -347,12 +296,8 @@ mod tests {
             "=?base64?{}?=",
             base64::engine::general_purpose::STANDARD.encode("delete_everything")
         );
-        let encoded_ok: &[(&str, &[u8])] = &[
-            ("mcp-protocol-version", b"2026-07-28"),
-            ("mcp-method", b"tools/call"),
-            ("mcp-name", b64.as_bytes()),
-        ];
-        assert_eq!(check_binding(&c, encoded_ok), Ok(()));
+        let encoded_ok = headers(v, m, &[b64.as_bytes()]);
+        assert_eq!(check_binding(&c, encoded_ok.as_slice()), Ok(()));
     }
 
     #[test]

@@ -527,6 +527,14 @@ struct SseReader {
 }
 
 impl SseReader {
+    /// A reader whose events are each at most `max` bytes.
+    fn new(max: usize) -> SseReader {
+        SseReader {
+            buf: Vec::new(),
+            max,
+        }
+    }
+
     fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, ForwardError> {
         self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
         let mut out = Vec::new();
@@ -570,10 +578,6 @@ impl HttpInner {
     /// SSE body one message per event, read by a task until the stream ends, the receiver is
     /// dropped, or (with a deadline) nothing arrives for `request_ms`. Returns the status and the
     /// session id header.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one streamed exchange: request, head, then the reader task; the task and the caller share the deadline, channel and connection set up here"
-    )]
     async fn stream(
         self: &std::sync::Arc<Self>,
         method: Method,
@@ -585,110 +589,125 @@ impl HttpInner {
         let head_by = deadline
             .unwrap_or_else(|| Instant::now() + Duration::from_millis(self.deadlines.request_ms));
         let mut sender = self.connection(&target, head_by).await?;
-        let mut req = Request::builder()
-            .method(method)
-            .uri(&target.path)
-            .header("host", &target.authority);
-        if body.is_some() {
-            req = req
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream");
-        } else {
-            req = req.header("accept", "text/event-stream");
-        }
-        for (k, v) in headers {
-            req = req.header(k, v);
-        }
-        #[cfg(feature = "faults")]
-        if let Ok(extra) = FAULT_HEADERS.try_with(Clone::clone) {
-            // The forward-token fault: the client's credentials go downstream.
-            for (k, v) in extra {
-                req = req.header(k, v);
-            }
-        }
-        let req = req
-            .body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
-            .map_err(|_| ForwardError::Unreachable)?;
+        let req = request(&target, method, body, headers)?;
         let resp = tokio::time::timeout_at(head_by, sender.send_request(req))
             .await
             .map_err(|_| ForwardError::Timeout)?
             .map_err(|_| ForwardError::Unreachable)?;
         let status = resp.status().as_u16();
-        let session = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let session = header("mcp-session-id");
+        let sse = header("content-type")
             .is_some_and(|c| c.to_ascii_lowercase().starts_with("text/event-stream"));
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         let mut body = resp.into_body();
         let max = self.deadlines.max_response;
-        let idle = Duration::from_millis(self.deadlines.request_ms);
-        if !sse {
-            let read = async { read_bounded(&mut body, max).await };
-            let out = tokio::time::timeout_at(head_by, read)
-                .await
-                .map_err(|_| ForwardError::Timeout)??;
-            if let Ok(mut idle) = self.idle.lock() {
-                if idle.len() < MAX_IDLE {
-                    idle.push(sender);
-                }
-            }
-            if !out.is_empty() {
-                let _ = tx.try_send(Ok(Event {
-                    data: out,
-                    ..Event::default()
-                }));
-            }
+        if sse {
+            // The connection goes with the stream.
+            let idle = deadline.map(|_| Duration::from_millis(self.deadlines.request_ms));
+            tokio::spawn(read_events(sender, body, SseReader::new(max), idle, tx));
             return Ok((status, session, rx));
         }
-        tokio::spawn(async move {
-            // The connection goes with the stream.
-            let _sender = sender;
-            let mut reader = SseReader {
-                buf: Vec::new(),
-                max,
-            };
-            loop {
-                let wait = async {
-                    match deadline {
-                        Some(_) => tokio::time::timeout(idle, body.frame()).await,
-                        None => Ok(body.frame().await),
-                    }
-                };
-                let frame = tokio::select! {
-                    _ = tx.closed() => return,
-                    f = wait => f,
-                };
-                let events = match frame {
-                    Err(_) => Err(ForwardError::Timeout),
-                    Ok(None) => return,
-                    Ok(Some(Err(_))) => Err(ForwardError::Unreachable),
-                    Ok(Some(Ok(frame))) => match frame.into_data() {
-                        Ok(data) => reader.push(&data),
-                        Err(_) => Ok(Vec::new()),
-                    },
-                };
-                match events {
-                    Ok(events) => {
-                        for e in events {
-                            if tx.send(Ok(e)).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
-                }
+        let read = async { read_bounded(&mut body, max).await };
+        let out = tokio::time::timeout_at(head_by, read)
+            .await
+            .map_err(|_| ForwardError::Timeout)??;
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < MAX_IDLE {
+                idle.push(sender);
             }
-        });
+        }
+        if !out.is_empty() {
+            let _ = tx.try_send(Ok(Event {
+                data: out,
+                ..Event::default()
+            }));
+        }
         Ok((status, session, rx))
+    }
+}
+
+/// The request to the downstream: a POST of `body` (JSON, or an SSE answer accepted) or a GET
+/// for the server's stream, with the session's headers (and, under the forward-token fault,
+/// the client's credentials).
+fn request(
+    target: &HttpTarget,
+    method: Method,
+    body: Option<&[u8]>,
+    headers: Vec<(&'static str, String)>,
+) -> Result<Request<Full<Bytes>>, ForwardError> {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(&target.path)
+        .header("host", &target.authority);
+    if body.is_some() {
+        req = req
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+    } else {
+        req = req.header("accept", "text/event-stream");
+    }
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    #[cfg(feature = "faults")]
+    if let Ok(extra) = FAULT_HEADERS.try_with(Clone::clone) {
+        // The forward-token fault: the client's credentials go downstream.
+        for (k, v) in extra {
+            req = req.header(k, v);
+        }
+    }
+    req.body(Full::new(Bytes::copy_from_slice(body.unwrap_or_default())))
+        .map_err(|_| ForwardError::Unreachable)
+}
+
+/// Read an SSE body event by event into `tx` until it ends, the receiver goes, a frame fails,
+/// or (with an `idle` bound) nothing arrives for that long. `_sender` is the connection, kept
+/// open as long as the stream is read.
+async fn read_events(
+    _sender: SendRequest<Full<Bytes>>,
+    mut body: hyper::body::Incoming,
+    mut reader: SseReader,
+    idle: Option<Duration>,
+    tx: tokio::sync::mpsc::Sender<Result<Event, ForwardError>>,
+) {
+    loop {
+        let wait = async {
+            match idle {
+                Some(idle) => tokio::time::timeout(idle, body.frame()).await,
+                None => Ok(body.frame().await),
+            }
+        };
+        let frame = tokio::select! {
+            _ = tx.closed() => return,
+            f = wait => f,
+        };
+        let events = match frame {
+            Err(_) => Err(ForwardError::Timeout),
+            Ok(None) => return,
+            Ok(Some(Err(_))) => Err(ForwardError::Unreachable),
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => reader.push(&data),
+                Err(_) => Ok(Vec::new()),
+            },
+        };
+        let events = match events {
+            Ok(events) => events,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        for e in events {
+            if tx.send(Ok(e)).await.is_err() {
+                return;
+            }
+        }
     }
 }
 

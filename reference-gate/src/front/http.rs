@@ -450,12 +450,9 @@ pub(crate) fn admits(accept: &str, wanted: &str) -> bool {
     best.is_some_and(|(_, q)| q > 0.0)
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the gate's HTTP router: Origin and Host, credentials, then one arm per HTTP method"
-)]
+/// The gate's HTTP router: metadata, the path, Origin and Host, credentials, then one handler
+/// per HTTP method.
 async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answer {
-    let port = local.port;
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     if let Some(answer) = front.metadata(&parts) {
@@ -471,13 +468,7 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
     if parts.uri.path() != PATH {
         return front.refuse(StatusCode::NOT_FOUND, "Not Found");
     }
-    let origin_ok = match one(headers, "origin") {
-        Ok(None) => true,
-        Ok(Some(o)) => loopback_authority(o, port, local.origin_scheme),
-        Err(()) => false,
-    };
-    let host_ok = matches!(one(headers, "host"), Ok(Some(h)) if loopback_authority(h, port, ""));
-    if !origin_ok || !host_ok {
+    if !from_loopback(headers, &local) {
         return front.refuse(StatusCode::FORBIDDEN, "Forbidden");
     }
     let credentials = match front.credentials(&parts).await {
@@ -495,40 +486,7 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
                 .await
         }
         Method::POST => post(front, headers, body, &credentials).await,
-        Method::GET => {
-            if !accepts(headers, "text/event-stream") {
-                return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
-            }
-            let state = match front.session(headers, credentials.principal.as_deref()) {
-                Ok((_, _, state)) => state,
-                Err((status, msg)) => return front.refuse(status, msg),
-            };
-            let last = match one(headers, "last-event-id") {
-                Ok(v) => v,
-                Err(()) => return front.refuse(StatusCode::BAD_REQUEST, "Bad Request"),
-            };
-            // The server's own stream, relayed message by message when the downstream has one.
-            match front
-                .proxy
-                .listen(
-                    &front.settings.server_id,
-                    &state,
-                    last,
-                    credentials.principal.as_deref(),
-                )
-                .await
-            {
-                Ok(Some(rx)) => sse_answer(rx),
-                Ok(None) => {
-                    let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-                    r.headers_mut()
-                        .insert("allow", HeaderValue::from_static("POST, DELETE"));
-                    r
-                }
-                Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
-                Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown event id"),
-            }
-        }
+        Method::GET => get(front, headers, &credentials).await,
         Method::DELETE => match front.session(headers, credentials.principal.as_deref()) {
             Ok((id, _, _)) => {
                 front.sessions.remove(&id);
@@ -538,12 +496,50 @@ async fn handle(front: &HttpFront, local: Local, req: Request<Incoming>) -> Answ
             }
             Err((status, msg)) => front.refuse(status, msg),
         },
-        _ => {
-            let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-            r.headers_mut()
-                .insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
-            r
-        }
+        _ => not_allowed(front, "GET, POST, DELETE"),
+    }
+}
+
+/// Whether Origin (when sent, once) and Host (exactly once) name this loopback front: the
+/// DNS-rebinding guard (MCP-HTTP-SEC-01..03).
+fn from_loopback(headers: &HeaderMap, local: &Local) -> bool {
+    let origin_ok = match one(headers, "origin") {
+        Ok(None) => true,
+        Ok(Some(o)) => loopback_authority(o, local.port, local.origin_scheme),
+        Err(()) => false,
+    };
+    let host = one(headers, "host");
+    origin_ok && matches!(host, Ok(Some(h)) if loopback_authority(h, local.port, ""))
+}
+
+/// 405, naming the methods this path takes.
+fn not_allowed(front: &HttpFront, allow: &'static str) -> Answer {
+    let mut r = front.refuse(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    r.headers_mut()
+        .insert("allow", HeaderValue::from_static(allow));
+    r
+}
+
+/// A GET: the session's server stream, relayed message by message when the downstream has
+/// one, resuming after the event id the client names.
+async fn get(front: &HttpFront, headers: &HeaderMap, credentials: &Credentials) -> Answer {
+    if !accepts(headers, "text/event-stream") {
+        return front.refuse(StatusCode::NOT_ACCEPTABLE, "Not Acceptable");
+    }
+    let principal = credentials.principal.as_deref();
+    let state = match front.session(headers, principal) {
+        Ok((_, _, state)) => state,
+        Err((status, msg)) => return front.refuse(status, msg),
+    };
+    let Ok(last) = one(headers, "last-event-id") else {
+        return front.refuse(StatusCode::BAD_REQUEST, "Bad Request");
+    };
+    let server_id = &front.settings.server_id;
+    match front.proxy.listen(server_id, &state, last, principal).await {
+        Ok(Some(rx)) => sse_answer(rx),
+        Ok(None) => not_allowed(front, "POST, DELETE"),
+        Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
+        Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown event id"),
     }
 }
 

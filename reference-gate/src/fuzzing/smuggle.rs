@@ -191,55 +191,26 @@ impl Smuggle {
 
     /// The bytes this model stands for, calling the denied tool `denied` and the allowed one
     /// `allowed` (a gate's own names for them, e.g. `lab__delete_everything`).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one match arm per smuggling shape, each writing that shape's exact bytes with the small builders defined at its top"
-    )]
     pub fn to_bytes_named(&self, denied: &str, allowed: &str) -> Vec<u8> {
-        let ws = self.space.text();
-        let denied = self.name.literal(denied);
-        let id = self.id.literal();
-        let allowed = serde_json::to_string(allowed).unwrap_or_default();
-        // Members are written as given: raw key text, raw value text, duplicates and all.
-        let obj = |members: &[(&str, String)]| -> String {
-            let inner: Vec<String> = members
-                .iter()
-                .map(|(k, v)| format!("{ws}{k}{ws}:{ws}{v}"))
-                .collect();
-            format!("{{{}{ws}}}", inner.join(","))
+        let w = Writer {
+            ws: self.space.text(),
+            denied: self.name.literal(denied),
+            allowed: serde_json::to_string(allowed).unwrap_or_default(),
+            id: self.id.literal(),
         };
-        // An envelope: `jsonrpc`, the id when there is one, then `rest`.
-        let message = |id: Option<&str>, rest: &[(&str, String)]| {
-            let mut members = vec![("\"jsonrpc\"", "\"2.0\"".to_string())];
-            members.extend(id.map(|i| ("\"id\"", i.to_string())));
-            members.extend_from_slice(rest);
-            obj(&members)
-        };
-        let params = |name: &str| obj(&[("\"name\"", name.into()), ("\"arguments\"", "{}".into())]);
-        let tools_call = ("\"method\"", "\"tools/call\"".to_string());
-        let call = |name: &str, id: &str| {
-            message(
-                Some(id),
-                &[tools_call.clone(), ("\"params\"", params(name))],
-            )
-        };
-        // The denied and the allowed value, the denied one second when `denied_last`.
-        let pair = |denied_last: bool| {
-            if denied_last {
-                (allowed.clone(), denied.clone())
-            } else {
-                (denied.clone(), allowed.clone())
-            }
-        };
+        let (denied, id) = (&w.denied, &w.id);
         let text = match self.shape {
-            Shape::Plain => call(&denied, &id),
-            Shape::Notification => message(None, &[tools_call, ("\"params\"", params(&denied))]),
+            Shape::Plain => w.call(denied, id),
+            Shape::Notification => {
+                w.message(None, &[tools_call(), ("\"params\"", w.params(denied))])
+            }
             Shape::Batch {
                 denied_first,
                 nested,
             } => {
-                let (d, a) = (call(&denied, &id), call(&allowed, "8"));
+                let (d, a) = (w.call(denied, id), w.call(&w.allowed, "8"));
                 let (x, y) = if denied_first { (d, a) } else { (a, d) };
+                let ws = w.ws;
                 let inner = format!("[{ws}{x},{ws}{y}{ws}]");
                 if nested {
                     format!("[{inner}]")
@@ -247,6 +218,102 @@ impl Smuggle {
                     inner
                 }
             }
+            Shape::DuplicateName { .. }
+            | Shape::DuplicateParams { .. }
+            | Shape::DuplicateMethod { .. }
+            | Shape::LookAlikeName { .. }
+            | Shape::LookAlikeMethod { .. } => w.twice(self.shape),
+            Shape::Concatenated { separator } => {
+                let sep = match separator {
+                    Separator::Nothing => "",
+                    Separator::Newline => "\n",
+                    Separator::Space => " ",
+                    Separator::CrLf => "\r\n",
+                };
+                format!("{}{sep}{}", w.call(&w.allowed, "8"), w.call(denied, id))
+            }
+            Shape::Comment { block } => {
+                let c = if block { "/* x */" } else { "// x\n" };
+                let full = w.call(denied, id);
+                // After the opening brace.
+                format!("{{{c}{}", &full[1..])
+            }
+            Shape::TrailingComma => {
+                let full = w.call(denied, id);
+                let cut = full.len() - 1 - w.ws.len();
+                format!("{},{}", &full[..cut], &full[cut..])
+            }
+            Shape::UnknownMember => w.message(
+                Some(id),
+                &[
+                    tools_call(),
+                    ("\"x-gate\"", "\"bypass\"".into()),
+                    ("\"params\"", w.params(denied)),
+                ],
+            ),
+            Shape::Stringified => {
+                let inner = w.call(denied, id);
+                serde_json::to_string(&inner).unwrap_or_default()
+            }
+        };
+        self.encoding.encode(&text, denied)
+    }
+}
+
+/// The `method` member of a tool call.
+fn tools_call() -> (&'static str, String) {
+    ("\"method\"", "\"tools/call\"".to_string())
+}
+
+/// Writes one model's text: its whitespace between every token, its spellings of the denied
+/// name (a JSON literal), the allowed name and the id. Members are written as given: raw key
+/// text, raw value text, duplicates and all.
+struct Writer {
+    ws: &'static str,
+    denied: String,
+    allowed: String,
+    id: String,
+}
+
+impl Writer {
+    fn obj(&self, members: &[(&str, String)]) -> String {
+        let ws = self.ws;
+        let inner: Vec<String> = members
+            .iter()
+            .map(|(k, v)| format!("{ws}{k}{ws}:{ws}{v}"))
+            .collect();
+        format!("{{{}{ws}}}", inner.join(","))
+    }
+
+    /// An envelope: `jsonrpc`, the id when there is one, then `rest`.
+    fn message(&self, id: Option<&str>, rest: &[(&str, String)]) -> String {
+        let mut members = vec![("\"jsonrpc\"", "\"2.0\"".to_string())];
+        members.extend(id.map(|i| ("\"id\"", i.to_string())));
+        members.extend_from_slice(rest);
+        self.obj(&members)
+    }
+
+    fn params(&self, name: &str) -> String {
+        self.obj(&[("\"name\"", name.into()), ("\"arguments\"", "{}".into())])
+    }
+
+    fn call(&self, name: &str, id: &str) -> String {
+        self.message(Some(id), &[tools_call(), ("\"params\"", self.params(name))])
+    }
+
+    /// The denied and the allowed value, the denied one second when `denied_last`.
+    fn pair(&self, denied_last: bool) -> (String, String) {
+        if denied_last {
+            (self.allowed.clone(), self.denied.clone())
+        } else {
+            (self.denied.clone(), self.allowed.clone())
+        }
+    }
+
+    /// The shapes that say one thing twice: a member repeated, or beside a look-alike of it.
+    fn twice(&self, shape: Shape) -> String {
+        let id = Some(self.id.as_str());
+        match shape {
             Shape::DuplicateName {
                 denied_last,
                 via_escape,
@@ -256,24 +323,18 @@ impl Smuggle {
                 } else {
                     "\"name\""
                 };
-                let (first, second) = pair(denied_last);
-                let p = obj(&[
+                let (first, second) = self.pair(denied_last);
+                let p = self.obj(&[
                     ("\"name\"", first),
                     (key2, second),
                     ("\"arguments\"", "{}".into()),
                 ]);
-                message(Some(&id), &[tools_call, ("\"params\"", p)])
+                self.message(id, &[tools_call(), ("\"params\"", p)])
             }
             Shape::DuplicateParams { denied_last } => {
-                let (first, second) = pair(denied_last);
-                message(
-                    Some(&id),
-                    &[
-                        tools_call,
-                        ("\"params\"", params(&first)),
-                        ("\"params\"", params(&second)),
-                    ],
-                )
+                let (first, second) = self.pair(denied_last);
+                let (p1, p2) = (self.params(&first), self.params(&second));
+                self.message(id, &[tools_call(), ("\"params\"", p1), ("\"params\"", p2)])
             }
             Shape::DuplicateMethod { call_last } => {
                 let (m1, m2) = if call_last {
@@ -281,73 +342,38 @@ impl Smuggle {
                 } else {
                     ("\"tools/call\"", "\"ping\"")
                 };
-                message(
-                    Some(&id),
-                    &[
-                        ("\"method\"", m1.into()),
-                        ("\"method\"", m2.into()),
-                        ("\"params\"", params(&denied)),
-                    ],
-                )
+                let p = self.params(&self.denied);
+                let members = [
+                    ("\"method\"", m1.into()),
+                    ("\"method\"", m2.into()),
+                    ("\"params\"", p),
+                ];
+                self.message(id, &members)
             }
             Shape::LookAlikeName {
                 variant,
                 denied_in_variant,
             } => {
                 let key = variant.spell("name");
-                let (plain, alike) = pair(denied_in_variant);
-                let p = obj(&[
+                let (plain, alike) = self.pair(denied_in_variant);
+                let p = self.obj(&[
                     ("\"name\"", plain),
                     (&key, alike),
                     ("\"arguments\"", "{}".into()),
                 ]);
-                message(Some(&id), &[tools_call, ("\"params\"", p)])
+                self.message(id, &[tools_call(), ("\"params\"", p)])
             }
             Shape::LookAlikeMethod { variant } => {
                 let key = variant.spell("method");
-                message(
-                    Some(&id),
-                    &[
-                        ("\"method\"", "\"ping\"".into()),
-                        (&key, "\"tools/call\"".into()),
-                        ("\"params\"", params(&denied)),
-                    ],
-                )
+                let members = [
+                    ("\"method\"", "\"ping\"".into()),
+                    (&key, "\"tools/call\"".into()),
+                    ("\"params\"", self.params(&self.denied)),
+                ];
+                self.message(id, &members)
             }
-            Shape::Concatenated { separator } => {
-                let sep = match separator {
-                    Separator::Nothing => "",
-                    Separator::Newline => "\n",
-                    Separator::Space => " ",
-                    Separator::CrLf => "\r\n",
-                };
-                format!("{}{sep}{}", call(&allowed, "8"), call(&denied, &id))
-            }
-            Shape::Comment { block } => {
-                let c = if block { "/* x */" } else { "// x\n" };
-                let full = call(&denied, &id);
-                // After the opening brace.
-                format!("{{{c}{}", &full[1..])
-            }
-            Shape::TrailingComma => {
-                let full = call(&denied, &id);
-                let cut = full.len() - 1 - ws.len();
-                format!("{},{}", &full[..cut], &full[cut..])
-            }
-            Shape::UnknownMember => message(
-                Some(&id),
-                &[
-                    tools_call,
-                    ("\"x-gate\"", "\"bypass\"".into()),
-                    ("\"params\"", params(&denied)),
-                ],
-            ),
-            Shape::Stringified => {
-                let inner = call(&denied, &id);
-                serde_json::to_string(&inner).unwrap_or_default()
-            }
-        };
-        self.encoding.encode(&text, &denied)
+            _ => self.call(&self.denied, &self.id),
+        }
     }
 }
 

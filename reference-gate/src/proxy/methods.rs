@@ -32,15 +32,7 @@ impl Proxy {
             // 2026-07-28 removed `ping` along with the handshake.
             "ping" if r.modern => r.unknown(),
             "ping" => r.answer(result_bytes(r.id, "{}"), Handled::Local),
-            "tools/call" => {
-                let mut a = self
-                    .tools_call(r.ctx.clone(), r.raw, r.c, r.credentials, &r.decision)
-                    .await;
-                match &mut a {
-                    Answer::Done(p) | Answer::Stream(p, _) => p.modern = r.modern,
-                }
-                a
-            }
+            "tools/call" => self.tools_call(r).await,
             // Lists: forwarded, and filtered by the same rules that decide a use.
             "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                 r.forward_as_sent().await
