@@ -1003,3 +1003,88 @@ fn a_multi_round_trip_request_is_decided_like_a_server_request() {
         "{out}"
     );
 }
+
+/// `"alive_probe": "downstream"` (`downstream/fault-close-recovers`): a stdio gate whose
+/// downstream died and that goes on answering by itself (ping, initialize) but forwards nothing
+/// any more (the fixture, as the reference gate was before it replaced dead children) fails it on
+/// the alive check, while it passes `downstream/fault-close`, whose probe is a ping; the
+/// reference gate passes both.
+#[test]
+fn a_gate_whose_downstream_stays_dead_fails_the_probe_that_goes_through_it() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: python3 is not installed; the stays-down gate fixture needs it");
+        return;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/stays_down_gate.py"
+    );
+    let brittle = format!("python3 {script} {{downstream_cmd}}");
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/gate/witness-policy.json"
+    );
+    let reference = format!(
+        "{} reference-gate --config {policy} --stdio --downstream-cmd {{downstream_cmd}}",
+        crate::util::bin().display()
+    );
+    let verdicts = |gate: &str| {
+        let (_, report) = crate::util::run_with_report(
+            &[
+                "--gate-stdio",
+                gate,
+                "--gate-codes",
+                "reference",
+                "--spec",
+                "2025-11-25",
+            ],
+            &["downstream/fault-close"],
+        );
+        report
+            .results
+            .iter()
+            .filter(|t| t.id.starts_with("downstream/fault-close"))
+            .map(|t| {
+                let alive = t
+                    .findings
+                    .iter()
+                    .any(|f| f["check"] == "alive" && f["status"] == "fail");
+                (t.id.clone(), t.verdict.clone(), alive)
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let got = verdicts(&brittle);
+    let want: std::collections::BTreeSet<_> = [
+        (
+            "downstream/fault-close".to_string(),
+            "pass".to_string(),
+            false,
+        ),
+        (
+            "downstream/fault-close-recovers".to_string(),
+            "fail".to_string(),
+            true,
+        ),
+    ]
+    .into();
+    assert_eq!(got, want);
+    let got = verdicts(&reference);
+    let want: std::collections::BTreeSet<_> = [
+        (
+            "downstream/fault-close".to_string(),
+            "pass".to_string(),
+            false,
+        ),
+        (
+            "downstream/fault-close-recovers".to_string(),
+            "pass".to_string(),
+            false,
+        ),
+    ]
+    .into();
+    assert_eq!(got, want);
+}

@@ -88,6 +88,23 @@ pub enum SessionMode {
     Initialized,
 }
 
+/// What the runner's alive probe after a case asks (`alive_probe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AliveProbe {
+    /// The endpoint's own liveness request (`ping`; `server/discover` in 2026-07-28).
+    #[default]
+    Ping,
+    /// That, then a call of the allowed tool, which must come back with a result.
+    Downstream,
+}
+
+impl AliveProbe {
+    fn is_ping(&self) -> bool {
+        *self == AliveProbe::Ping
+    }
+}
+
 /// An inclusive range of protocol versions (`YYYY-MM-DD` strings compare in date order).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -222,6 +239,13 @@ pub struct CaseSpec {
     pub handshake_version: Option<String>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// What the alive probe after the case asks. `ping` (the default; `server/discover` in
+    /// 2026-07-28) shows the endpoint itself still answers. `downstream`, for a case that may
+    /// break what is behind a gate: the probe then also calls the allowed tool (`echo`, through
+    /// the call mapping), and the endpoint counts as alive only when that call is answered with
+    /// a result, so a gate that answers on its own but forwards nothing any more is dead.
+    #[serde(default, skip_serializing_if = "AliveProbe::is_ping")]
+    pub alive_probe: AliveProbe,
     pub request: RequestSpec,
     pub expect: Expect,
     #[serde(default)]

@@ -29,6 +29,8 @@ pub use self::probe::{order_probe, probe, Probe, DISCOVER_ID};
 pub const INIT_ID: &str = "gauntlet-init";
 pub const BARRIER_ID: &str = "gauntlet-barrier";
 pub const PROBE_ID: &str = "gauntlet-alive";
+/// The id of the alive probe's call of the allowed tool (`"alive_probe": "downstream"`).
+pub const PROBE_CALL_ID: &str = "gauntlet-alive-call";
 /// How much answer text the oracles scan.
 const SCAN_KEEP: usize = 1024 * 1024;
 const PREFIX_KEEP: usize = 512;
@@ -365,6 +367,39 @@ fn liveness_method(settings: &Settings) -> &'static str {
         "server/discover"
     } else {
         "ping"
+    }
+}
+
+/// The alive probe's call of the allowed tool (`"alive_probe": "downstream"`): spelled through
+/// the call mapping, with the run's identity arguments, in the lane's era.
+fn probe_call(settings: &Settings) -> Value {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(settings.allowed_arg.clone(), json!("gauntlet-alive"));
+    let (name, arguments) = settings
+        .mapping
+        .call(&settings.allowed_tool, Value::Object(arguments));
+    let mut m = json!({"jsonrpc": "2.0", "id": PROBE_CALL_ID, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}});
+    if let Some(identity) = &settings.identity {
+        identity.add_arguments(&mut m, None);
+    }
+    if versions::is_modern(&settings.spec_version) {
+        versions::add_meta(&mut m, &settings.spec_version);
+    }
+    m
+}
+
+/// Whether the answer to the probe's call shows that it reached a tool: a result that is not a
+/// tool error. Why not, when it does not.
+fn probe_call_answered(answer: &Value) -> Result<(), String> {
+    match answer.get("result") {
+        Some(r) if r.get("isError") != Some(&Value::Bool(true)) => Ok(()),
+        _ => {
+            let text: String = answer.to_string().chars().take(300).collect();
+            Err(format!(
+                "a call of the allowed tool after the case was answered with {text}"
+            ))
+        }
     }
 }
 

@@ -172,47 +172,79 @@ pub(super) async fn http_handshake(
 
 /// A fresh handshake and a ping: does the endpoint still answer?
 pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+    let ping = own_request(settings, PROBE_ID, liveness_method(settings));
+    match probe_exchange(url, settings, &ping, PROBE_ID).await {
+        Ok((_, answers)) if answers.iter().any(|m| m.get("result").is_some()) => (true, None),
+        Ok((status, _)) => (
+            false,
+            Some(format!("ping after the case answered HTTP {status}")),
+        ),
+        Err(ProbeFailed::Handshake(why)) => (false, Some(why)),
+        Err(ProbeFailed::Exchange(why)) => (false, Some(format!("ping after the case: {why}"))),
+    }
+}
+
+/// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the ping: a
+/// call of the allowed tool in a session of its own, which must come back with a result.
+async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+    let call = probe_call(settings);
+    let why = match probe_exchange(url, settings, &call, PROBE_CALL_ID).await {
+        Ok((_, answers)) if answers.iter().any(|m| probe_call_answered(m).is_ok()) => {
+            return (true, None)
+        }
+        Ok((_, answers)) if !answers.is_empty() => match probe_call_answered(&answers[0]) {
+            Err(why) => why,
+            Ok(()) => return (true, None),
+        },
+        Ok((status, _)) => {
+            format!("a call of the allowed tool after the case got no answer (HTTP {status})")
+        }
+        Err(ProbeFailed::Handshake(why)) => why,
+        Err(ProbeFailed::Exchange(why)) => {
+            format!("a call of the allowed tool after the case: {why}")
+        }
+    };
+    (false, Some(why))
+}
+
+/// Why a request of the alive probe got no answer.
+enum ProbeFailed {
+    /// Its session could not be opened (the text says so).
+    Handshake(String),
+    /// The exchange failed (the error's chain).
+    Exchange(String),
+}
+
+/// One runner request after the case, in a session of its own (legacy lanes), within the probe
+/// deadline: the HTTP status and the answers with `id`.
+async fn probe_exchange(
+    url: &HttpUrl,
+    settings: &Settings,
+    message: &Value,
+    id: &str,
+) -> Result<(u16, Vec<Value>), ProbeFailed> {
     let deadline = Instant::now() + settings.probe_timeout;
     let hs = if versions::is_modern(&settings.spec_version) {
         None
     } else {
-        match http_handshake(url, settings, deadline).await {
-            Ok(hs) => Some(hs),
-            Err(e) => {
-                return (
-                    false,
-                    Some(format!("handshake after the case failed: {}", chain(&e))),
-                )
-            }
-        }
+        let hs = http_handshake(url, settings, deadline).await.map_err(|e| {
+            ProbeFailed::Handshake(format!("handshake after the case failed: {}", chain(&e)))
+        })?;
+        Some(hs)
     };
-    let ping = own_request(settings, PROBE_ID, liveness_method(settings));
-    match http::exchange(
+    let headers = standard_headers(url, settings, hs.as_ref(), Some(message));
+    let resp = http::exchange(
         url,
-        post_json(
-            url,
-            settings,
-            standard_headers(url, settings, hs.as_ref(), Some(&ping)),
-            &ping,
-        ),
+        post_json(url, settings, headers, message),
         Caps::default(),
         deadline,
         false,
     )
     .await
-    {
-        Ok(resp) => {
-            let (msgs, _) = http_messages(&resp);
-            let ok = msgs
-                .iter()
-                .any(|m| m.get("id") == Some(&json!(PROBE_ID)) && m.get("result").is_some());
-            (
-                ok,
-                (!ok).then(|| format!("ping after the case answered HTTP {}", resp.status)),
-            )
-        }
-        Err(e) => (false, Some(format!("ping after the case: {}", chain(&e)))),
-    }
+    .map_err(|e| ProbeFailed::Exchange(chain(&e)))?;
+    let (mut msgs, _) = http_messages(&resp);
+    msgs.retain(|m| m.get("id") == Some(&json!(id)));
+    Ok((resp.status, msgs))
 }
 
 pub(super) async fn run_http(
@@ -289,7 +321,10 @@ pub(super) async fn run_http(
         obs.witness = Some(w.since(mark));
     }
     if check_alive {
-        let (alive, detail) = http_probe(url, settings).await;
+        let (mut alive, mut detail) = http_probe(url, settings).await;
+        if alive && spec.alive_probe == crate::case::AliveProbe::Downstream {
+            (alive, detail) = http_probe_call(url, settings).await;
+        }
         obs.alive = Some(alive);
         obs.alive_detail = detail;
     }

@@ -126,6 +126,10 @@ pub(super) async fn run_stdio(
         );
     }
     obs.memory_growth_kib = memory.as_ref().and_then(|m| m.growth_kib(proc.pid()));
+    if obs.alive == Some(true) && spec.alive_probe == crate::case::AliveProbe::Downstream {
+        // After the witness record is read: the probe's call is not the case's.
+        probe_downstream(&mut proc, settings, &mut obs).await;
+    }
     obs.stderr_tail = proc.stderr_tail();
     proc.kill().await;
     obs
@@ -270,6 +274,29 @@ async fn barrier(
         }
     }
     answer.is_some()
+}
+
+/// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the barrier's
+/// ping: a call of the allowed tool on the same process, which must come back with a result
+/// within the probe deadline.
+async fn probe_downstream(proc: &mut StdioProcess, settings: &Settings, obs: &mut Observation) {
+    let deadline = Instant::now() + settings.probe_timeout;
+    proc.send(line_body(&probe_call(settings))).await;
+    let why = match read_until_answer(proc, PROBE_CALL_ID, deadline).await {
+        (Some(a), _, _) => match probe_call_answered(&a) {
+            Ok(()) => return,
+            Err(why) => why,
+        },
+        (None, _, Some(e)) if e.is_timeout() => {
+            "a call of the allowed tool after the case was not answered before the deadline".into()
+        }
+        (None, _, _) => {
+            "the process closed its output before answering a call of the allowed tool after the case"
+                .into()
+        }
+    };
+    obs.alive = Some(false);
+    obs.alive_detail = Some(why);
 }
 
 /// Whether a line is a JSON-RPC answer (a result or an error).
