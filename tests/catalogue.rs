@@ -137,6 +137,40 @@ fn loader_accepts_a_minimal_case() {
     parse_case("x.json", GOOD).expect("valid");
 }
 
+/// `alive_probe: downstream` is refused where it could never run or would always fail.
+#[test]
+fn a_probe_through_to_the_downstream_needs_a_session_and_an_alive_check() {
+    let with = |extra: &str| {
+        GOOD.replace(
+            "\"title\": \"t\",",
+            &format!("\"title\": \"t\",\n  \"alive_probe\": \"downstream\",{extra}"),
+        )
+    };
+    parse_case("x.json", &with("")).expect("valid");
+    for extra in [r#" "session": "none","#, r#" "expect": {"alive": false},"#] {
+        let text = with(extra).replace(
+            r#""expect": {"outcome": "accept"}"#,
+            if extra.contains("expect") {
+                r#""strict": {"outcome": "accept"}"#
+            } else {
+                r#""expect": {"outcome": "accept"}"#
+            },
+        );
+        assert!(
+            matches!(parse_case("x.json", &text), Err(CaseError::Invalid { .. })),
+            "{text}"
+        );
+    }
+    let closed = with("").replace(
+        r#""request": {"body""#,
+        r#""request": {"close_input": true, "body""#,
+    );
+    assert!(matches!(
+        parse_case("x.json", &closed),
+        Err(CaseError::Invalid { .. })
+    ));
+}
+
 #[test]
 fn unknown_key_is_a_syntax_error_at_its_line() {
     let text = GOOD.replace(

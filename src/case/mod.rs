@@ -334,7 +334,8 @@ impl Placeholders {
         match spec {
             BodySpec::Json(v) => {
                 // Serializing a Value cannot fail (keys are strings).
-                let bytes = serde_json::to_vec(&self.apply_json(v)).unwrap_or_default();
+                let bytes =
+                    serde_json::to_vec(&self.apply_json(v)).expect("a JSON value serializes");
                 Body::from_bytes(bytes)
             }
             BodySpec::Text(t) => Body::from_bytes(self.apply(t).into_bytes()),
@@ -541,7 +542,28 @@ fn validate(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     validate_expectations(path, spec)?;
     validate_version_keys(path, spec)?;
     validate_placeholders(path, text)?;
-    validate_mapping(path, text, spec)
+    validate_mapping(path, text, spec)?;
+    validate_probe(path, spec)
+}
+
+/// A probe that goes through to the downstream needs what it probes: a process or session the
+/// runner opened (`session: initialized`), kept open after the case (no `close_input`), and an
+/// alive check at all (`alive` not false): otherwise it could never run, or always fail.
+fn validate_probe(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    if spec.alive_probe != AliveProbe::Downstream {
+        return Ok(());
+    }
+    let alive_off = [Some(&spec.expect), spec.strict.as_ref(), spec.gate.as_ref()]
+        .into_iter()
+        .flatten()
+        .any(|e| e.alive == Some(false));
+    if spec.session == SessionMode::None || spec.request.close_input || alive_off {
+        return Err(invalid(
+            path,
+            "`alive_probe: downstream` needs `session: initialized`, no `close_input`, and `alive` not false",
+        ));
+    }
+    Ok(())
 }
 
 /// The meta-tool's placeholders are known only under a meta-tool mapping: a case that uses them
@@ -957,5 +979,5 @@ fn is_version(s: &str) -> bool {
 /// The JSON Schema of a case file, generated from the model (kept in `cases/schema.json`).
 pub fn schema_json() -> String {
     let schema = schemars::schema_for!(CaseSpec);
-    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+    serde_json::to_string_pretty(&schema).expect("a JSON schema serializes") + "\n"
 }
