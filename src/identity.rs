@@ -337,7 +337,8 @@ impl Identity {
         match &case.request.body {
             None | Some(BodySpec::Json(_)) => true,
             Some(other) => {
-                let text = serde_json::to_string(other).unwrap_or_default();
+                let text = serde_json::to_string(other)
+                    .expect("a body spec serializes: strings and numbers");
                 !text.contains("tools/call") && !text.contains("tools\\\\/call")
             }
         }

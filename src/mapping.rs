@@ -375,9 +375,9 @@ impl MetaTool {
                 continue;
             }
             // Serializing a string and a Value cannot fail.
-            out.push_str(&serde_json::to_string(k).unwrap_or_default());
+            out.push_str(&serde_json::to_string(k).expect("a string serializes"));
             out.push(':');
-            out.push_str(&serde_json::to_string(v).unwrap_or_default());
+            out.push_str(&serde_json::to_string(v).expect("a JSON value serializes"));
             out.push(',');
         }
         out

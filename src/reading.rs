@@ -519,6 +519,16 @@ pub fn nesting_depth(bytes: &[u8]) -> usize {
     max
 }
 
+/// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
+/// which serde_json refuses: such a text is read with the escape replaced by U+FFFD, so an
+/// answer that echoes one is still a JSON-RPC answer. Raw invalid UTF-8 is still not JSON.
+pub fn answer_json(bytes: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => Some(v),
+        Err(_) => serde_json::from_slice(&replace_lone_surrogate_escapes(bytes)?).ok(),
+    }
+}
+
 /// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
 /// `\uFFFD`; `None` when there is none.
 pub fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
@@ -566,6 +576,19 @@ pub fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escaped_lone_surrogates_are_json() {
+        let echoed =
+            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\ud800b"}]}}"#;
+        assert!(serde_json::from_slice::<Value>(echoed).is_err());
+        let v = answer_json(echoed).expect("valid JSON");
+        assert_eq!(v["result"]["content"][0]["text"], "a\u{fffd}b");
+        // Pairs, escaped backslashes and raw invalid UTF-8 are left as they are.
+        let pair = br#"{"t":"\ud83d\ude00 \\ud800"}"#;
+        assert_eq!(answer_json(pair).expect("pair")["t"], "\u{1f600} \\ud800");
+        assert!(answer_json(b"{\"t\":\"\xed\xa0\x80\"}").is_none());
+    }
 
     #[test]
     fn lone_surrogates_are_json_repairs_are_not_and_readers_may_disagree() {

@@ -1,7 +1,8 @@
 //! Tidy: the documents and the data stay in step with the code (as rust-analyzer's tidy test
 //! does). ARCHITECTURE.md names every module and every case family; the README names only flags
 //! that exist and every flag of `run`; requirement IDs quoted in the documents exist; the suite's
-//! modules import each other without cycles. (The committed case schema is checked against the
+//! modules import each other without cycles, in every folder too, and keep the architecture's
+//! invariants; every source file opens with a `//!` line. (The committed case schema is checked against the
 //! code in `catalogue::schema_json_is_in_step_with_the_code`.)
 
 use super::util::bin;
@@ -235,65 +236,337 @@ fn quoted_requirement_ids_exist() {
     assert!(unknown.is_empty(), "unknown requirement IDs: {unknown:?}");
 }
 
-/// Each crate's top-level modules import each other without cycles: data flows one way. An
-/// import is any `crate::name` outside comments and unit tests.
+/// Each crate's modules import each other without cycles, at every level: the top-level modules
+/// of `src/` (data flows one way), and the files of each folder among themselves (`transport/`'s
+/// `http.rs` must not reach up into `exchange/`, which uses it). An import is any path from
+/// `crate::`, `super::` or `self::` outside comments and unit tests.
 #[test]
 fn modules_import_without_cycles() {
     for krate in ["src", "reference-gate/src"] {
-        let edges = imports(&root().join(krate));
-        assert!(edges.len() >= 8, "{krate}: {edges:?}");
-        let cyclic: Vec<&String> = edges
-            .keys()
-            .filter(|m| reaches(&edges, m, m, &mut BTreeSet::new()))
-            .collect();
+        let graph = ModuleGraph::of(&root().join(krate));
+        assert!(graph.edges_in("").len() >= 8, "{krate}: {graph:?}");
+        let cyclic = graph.cycles();
         assert!(
             cyclic.is_empty(),
-            "{krate}: modules on an import cycle: {cyclic:?} (imports: {edges:?})"
+            "{krate}: modules on an import cycle (folder: modules): {cyclic:?}"
         );
     }
 }
 
-/// Which top-level modules each top-level module of the crate at `base` names.
-fn imports(base: &Path) -> BTreeMap<String, BTreeSet<String>> {
+/// The architecture's invariants, read from the import graph: each named module never imports
+/// the modules, nor names the paths, listed beside it. ARCHITECTURE.md states each one.
+const INVARIANTS: &[(&str, &[&str], &[&str])] = &[
+    // "nothing in `case/` does network or process I/O": the case model is data.
+    (
+        "case",
+        &[
+            "transport",
+            "witness",
+            "target",
+            "run",
+            "trial",
+            "verdict",
+            "report",
+            "fuzz",
+            "load",
+            "bench",
+        ],
+        &["std::net", "tokio::net", "std::process", "tokio::process"],
+    ),
+    // "transports never decide pass or fail".
+    ("transport", &["verdict", "report", "trial", "run"], &[]),
+    // "verdicts never parse with the gate's parser, and never call into the witness's checks".
+    ("verdict", &["witness"], &["reference_gate::"]),
+    // "the witness ... shares no parser with `reference-gate/`".
+    ("witness", &["verdict"], &["reference_gate::canonical"]),
+];
+
+#[test]
+fn architecture_invariants_hold_in_the_import_graph() {
+    let graph = ModuleGraph::of(&root().join("src"));
+    let broken = graph.broken_invariants(INVARIANTS);
+    assert!(
+        broken.is_empty(),
+        "architecture invariants broken: {broken:#?}"
+    );
+}
+
+/// Every Rust source file opens with a `//!` line saying what it is for.
+#[test]
+fn every_source_file_opens_with_a_doc_line() {
+    let mut files = vec![root().join("build.rs")];
+    for dir in ["src", "reference-gate/src", "tests", "fuzz/fuzz_targets"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(root()).expect("in the tree");
+            (
+                rel.display().to_string(),
+                std::fs::read_to_string(f).expect("source"),
+            )
+        })
+        .collect();
+    assert!(texts.len() > 100, "{}", texts.len());
+    let bare = without_doc_line(&texts);
+    assert!(
+        bare.is_empty(),
+        "files without a `//!` first line: {bare:?}"
+    );
+}
+
+/// The files whose first line is not a `//!` line.
+fn without_doc_line(texts: &[(String, String)]) -> Vec<String> {
+    texts
+        .iter()
+        .filter(|(_, t)| !t.lines().next().is_some_and(|l| l.starts_with("//!")))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Serializing what cannot fail to serialize (a JSON value, a string, the suite's own report
+/// types) says so with `expect`: a fallback to an empty string or body would turn a bug into a
+/// silent empty answer. Nowhere in either crate does `serde_json::to_…(…)` end in
+/// `.unwrap_or_default()`.
+#[test]
+fn serializations_never_fall_back_to_nothing() {
     let mut files = Vec::new();
-    rust_files(base, &mut files);
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in files {
-        let rel = f.strip_prefix(base).expect("below the crate").to_path_buf();
-        let top = rel
-            .components()
-            .next()
-            .map(|c| {
-                c.as_os_str()
-                    .to_string_lossy()
-                    .trim_end_matches(".rs")
-                    .to_string()
-            })
-            .expect("a name");
-        if top == "lib" || top == "main" {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).expect("source");
-        // Unit tests may reach anywhere; comments and doc links are not imports.
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap_or("")
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for (i, _) in code.match_indices("crate::") {
-            let name: String = code[i + 7..]
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                .collect();
-            if !name.is_empty() && name != top {
-                edges.entry(top.clone()).or_default().insert(name);
+    for dir in ["src", "reference-gate/src"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let texts: Vec<(String, String)> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(root()).expect("in the tree");
+            (
+                rel.display().to_string(),
+                std::fs::read_to_string(f).expect("source"),
+            )
+        })
+        .collect();
+    let found = serializations_defaulted(&texts);
+    assert!(
+        found.is_empty(),
+        "serializations that fall back to nothing: {found:?}"
+    );
+}
+
+/// `file:line` of each `serde_json::to_…(…)` whose result is `.unwrap_or_default()`ed, the
+/// call possibly spread over a few lines.
+fn serializations_defaulted(texts: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, text) in texts {
+        for (i, _) in text.match_indices("serde_json::to_") {
+            let line = text[..i].matches('\n').count() + 1;
+            // The statement the call is in: up to its `;` or the end of its block.
+            let rest = &text[i..];
+            let end = rest.find([';', '{', '}']).unwrap_or(rest.len());
+            if rest[..end].contains(".unwrap_or_default()") {
+                out.push(format!("{name}:{line}"));
             }
         }
     }
-    edges
+    out
+}
+
+/// A crate's modules and what each one's code names: module paths (`transport::exchange`), the
+/// module paths each names, and the other paths its code mentions (`std::net::TcpStream`).
+#[derive(Debug, Default)]
+struct ModuleGraph {
+    /// Module path -> the module paths its code imports (resolved, possibly past a module into
+    /// its items: `case::model::Case`).
+    imports: BTreeMap<String, BTreeSet<String>>,
+    /// Module path -> its code, comments and unit tests left out.
+    code: BTreeMap<String, String>,
+}
+
+impl ModuleGraph {
+    fn of(base: &Path) -> ModuleGraph {
+        let mut files = Vec::new();
+        rust_files(base, &mut files);
+        let mut texts = Vec::new();
+        for f in files {
+            let rel = f.strip_prefix(base).expect("below the crate");
+            let text = std::fs::read_to_string(&f).expect("source");
+            texts.push((module_path(rel), text));
+        }
+        ModuleGraph::from_texts(texts)
+    }
+
+    /// The graph of `(module path, source)` pairs (`mod.rs` is its folder's module; the crate
+    /// root is `""`).
+    fn from_texts(texts: Vec<(String, String)>) -> ModuleGraph {
+        let mut graph = ModuleGraph::default();
+        for (module, text) in texts {
+            // Unit tests may reach anywhere; comments and doc links are not imports.
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or("")
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let targets = paths_named(&code)
+                .into_iter()
+                .filter_map(|p| resolve(&module, &p))
+                .collect();
+            graph.imports.insert(module.clone(), targets);
+            graph.code.insert(module, code);
+        }
+        graph
+    }
+
+    /// The direct children of `folder` (a module path; `""` the crate root) and, for each, the
+    /// siblings its code (or its descendants' code) imports.
+    fn edges_in(&self, folder: &str) -> BTreeMap<String, BTreeSet<String>> {
+        let child_of = |path: &str| -> Option<String> {
+            let rest = if folder.is_empty() {
+                path
+            } else {
+                path.strip_prefix(folder)?.strip_prefix("::")?
+            };
+            let child = rest.split("::").next()?;
+            (!child.is_empty()).then(|| child.to_string())
+        };
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (module, targets) in &self.imports {
+            let Some(from) = child_of(module) else {
+                continue;
+            };
+            if folder.is_empty() && (from == "lib" || from == "main") {
+                continue;
+            }
+            for t in targets {
+                if let Some(to) = child_of(t) {
+                    // A name that is not a module here (an item of the folder's own module).
+                    if to != from && self.is_module(folder, &to) {
+                        edges.entry(from.clone()).or_default().insert(to);
+                    }
+                }
+            }
+        }
+        edges
+    }
+
+    /// Whether `folder::name` is one of the crate's modules.
+    fn is_module(&self, folder: &str, name: &str) -> bool {
+        let path = if folder.is_empty() {
+            name.to_string()
+        } else {
+            format!("{folder}::{name}")
+        };
+        self.imports
+            .keys()
+            .any(|m| *m == path || m.starts_with(&format!("{path}::")))
+    }
+
+    /// Every folder's modules that lie on an import cycle among their siblings, as
+    /// `folder: module`.
+    fn cycles(&self) -> Vec<String> {
+        let folders: BTreeSet<String> = self
+            .imports
+            .keys()
+            .map(|m| m.rsplit_once("::").map_or("", |(f, _)| f).to_string())
+            .collect();
+        let mut out = Vec::new();
+        for folder in folders {
+            let edges = self.edges_in(&folder);
+            for m in edges.keys() {
+                if reaches(&edges, m, m, &mut BTreeSet::new()) {
+                    out.push(format!("{folder}: {m}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// Each invariant `(module, modules it never imports, paths it never names)` that the code
+    /// breaks, as `module -> what`.
+    fn broken_invariants(&self, rules: &[(&str, &[&str], &[&str])]) -> Vec<String> {
+        let top = self.edges_in("");
+        let mut out = Vec::new();
+        for (module, never, never_named) in rules {
+            assert!(self.is_module("", module), "no module `{module}`");
+            for n in *never {
+                if top.get(*module).is_some_and(|t| t.contains(*n)) {
+                    out.push(format!("{module} -> {n}"));
+                }
+            }
+            for (m, code) in &self.code {
+                let inside = m == module || m.starts_with(&format!("{module}::"));
+                for path in *never_named {
+                    if inside && code.contains(path) {
+                        out.push(format!("{m} names {path}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A source file's module path from its path below the crate root (`transport/exchange/mod.rs`
+/// is `transport::exchange`; `lib.rs` is `""`).
+fn module_path(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.trim_end_matches(".rs");
+    if stem != "mod" && !(parts.is_empty() && matches!(stem, "lib" | "main")) {
+        parts.push(stem.to_string());
+    }
+    parts.join("::")
+}
+
+/// The paths the code names from `crate::`, `super::` and `self::`, as written
+/// (`super::exchange::parse`).
+fn paths_named(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(start) {
+            let before = code[..i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let path: String = code[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            out.push(path.trim_end_matches(':').to_string());
+        }
+    }
+    out
+}
+
+/// `path` (from `crate::`, `super::` or `self::`) as a path from the crate root, read in
+/// `module`; `None` when it climbs above the root.
+fn resolve(module: &str, path: &str) -> Option<String> {
+    let mut here: Vec<&str> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").collect()
+    };
+    let mut parts = path.split("::").peekable();
+    match parts.peek() {
+        Some(&"crate") => {
+            here.clear();
+            parts.next();
+        }
+        Some(&"self") => {
+            parts.next();
+        }
+        _ => {}
+    }
+    while parts.peek() == Some(&"super") {
+        parts.next();
+        here.pop()?;
+    }
+    let rest: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
+    Some(here.into_iter().chain(rest).collect::<Vec<_>>().join("::"))
 }
 
 /// Whether a path of imports leads from `from` to `to`.
@@ -309,6 +582,82 @@ fn reaches(
         }
     }
     false
+}
+
+/// The tidy rules catch what they are for: a planted cycle inside a folder, a planted import
+/// that breaks an invariant, a planted path a module must not name, a file without its `//!`
+/// line, and a serialization that falls back to nothing.
+#[test]
+fn the_rules_fail_on_planted_violations() {
+    let graph = |files: &[(&str, &str)]| {
+        ModuleGraph::from_texts(
+            files
+                .iter()
+                .map(|(m, t)| (m.to_string(), t.to_string()))
+                .collect(),
+        )
+    };
+    // A folder whose two files use each other (as transport/http.rs and exchange/ once did).
+    let g = graph(&[
+        ("transport", "//! t\npub mod http;\npub mod exchange;"),
+        ("transport::http", "//! h\nuse super::exchange::parse;"),
+        (
+            "transport::exchange",
+            "//! e\nuse crate::transport::http::get;",
+        ),
+        ("case", "//! c"),
+    ]);
+    assert_eq!(
+        g.cycles(),
+        ["transport: exchange", "transport: http"],
+        "{g:?}"
+    );
+    // Without the back edge, no cycle; a test module's imports never count.
+    let g = graph(&[
+        ("transport", "//! t"),
+        (
+            "transport::http",
+            "//! h\n#[cfg(test)]\nuse super::exchange::parse;",
+        ),
+        (
+            "transport::exchange",
+            "//! e\nuse crate::transport::http::get;",
+        ),
+    ]);
+    assert!(g.cycles().is_empty(), "{g:?}");
+    // The invariants: a transport that judges, a case that opens a socket.
+    let g = graph(&[
+        ("transport", "//! t\nuse crate::verdict::judge;"),
+        ("verdict", "//! v\nuse crate::case::Case;"),
+        (
+            "case",
+            "//! c\nfn f() { let _ = std::net::TcpStream::connect(\"x\"); }",
+        ),
+        ("witness", "//! w"),
+    ]);
+    assert_eq!(
+        g.broken_invariants(INVARIANTS),
+        ["case names std::net", "transport -> verdict"]
+    );
+    // A file without its doc line.
+    let texts = [
+        ("a.rs".to_string(), "//! A.\nfn a() {}".to_string()),
+        ("b.rs".to_string(), "// B.\nfn b() {}".to_string()),
+        ("c.rs".to_string(), String::new()),
+    ];
+    assert_eq!(without_doc_line(&texts), ["b.rs", "c.rs"]);
+    // A serialization that falls back to nothing, on one line or spread over two.
+    let texts = [
+        (
+            "a.rs".to_string(),
+            "//! A.\nfn a(v: &Value) -> String {\n    serde_json::to_string(v).unwrap_or_default()\n}".to_string(),
+        ),
+        (
+            "b.rs".to_string(),
+            "//! B.\nfn b(v: &Value) -> Vec<u8> {\n    serde_json::to_vec(v)\n        .unwrap_or_default()\n}\nfn c(v: &Value) -> String {\n    serde_json::to_string(v).expect(\"a value serializes\")\n}".to_string(),
+        ),
+    ];
+    assert_eq!(serializations_defaulted(&texts), ["a.rs:3", "b.rs:3"]);
 }
 
 /// Every exit code of `src/exit.rs` is a row of the README's exit-code table, and the table

@@ -509,7 +509,7 @@ impl Verifier {
         if !self.config.scopes_supported.is_empty() {
             doc["scopes_supported"] = serde_json::json!(self.config.scopes_supported);
         }
-        serde_json::to_vec(&doc).unwrap_or_default()
+        serde_json::to_vec(&doc).expect("the metadata document serializes")
     }
 }
 

@@ -636,7 +636,7 @@ pub fn sse_messages(body: &[u8]) -> Vec<Result<Value, String>> {
     parse_sse(body)
         .into_iter()
         .filter(|e| !e.data.trim().is_empty())
-        .map(|e| super::exchange::parse_answer_json(e.data.as_bytes()).ok_or(e.data))
+        .map(|e| crate::reading::answer_json(e.data.as_bytes()).ok_or(e.data))
         .collect()
 }
 

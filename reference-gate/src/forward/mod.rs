@@ -261,6 +261,32 @@ impl Forwarder for ConfiguredForwarder {
     }
 }
 
+/// A stdio server process (killed when dropped), its stdin and its buffered stdout; stderr is
+/// discarded.
+fn spawn_child(
+    command: &[String],
+) -> Result<
+    (
+        tokio::process::Child,
+        tokio::process::ChildStdin,
+        tokio::io::BufReader<tokio::process::ChildStdout>,
+    ),
+    ForwardError,
+> {
+    let (program, args) = command.split_first().ok_or(ForwardError::UnknownServer)?;
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|_| ForwardError::Unreachable)?;
+    let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
+    let stdout = tokio::io::BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
+    Ok((child, stdin, stdout))
+}
+
 mod http;
 mod stdio;
 mod stdio_session;

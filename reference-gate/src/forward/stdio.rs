@@ -3,7 +3,6 @@
 
 use super::stdio_session::StdioSession;
 use super::*;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
@@ -13,32 +12,6 @@ struct StdioChild {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     stdout: BufReader<tokio::process::ChildStdout>,
-}
-
-/// A stdio server process (killed when dropped), its stdin and its buffered stdout; stderr is
-/// discarded.
-pub(super) fn spawn_child(
-    command: &[String],
-) -> Result<
-    (
-        tokio::process::Child,
-        tokio::process::ChildStdin,
-        BufReader<tokio::process::ChildStdout>,
-    ),
-    ForwardError,
-> {
-    let (program, args) = command.split_first().ok_or(ForwardError::UnknownServer)?;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|_| ForwardError::Unreachable)?;
-    let stdin = child.stdin.take().ok_or(ForwardError::Unreachable)?;
-    let stdout = BufReader::new(child.stdout.take().ok_or(ForwardError::Unreachable)?);
-    Ok((child, stdin, stdout))
 }
 
 /// A stdio downstream: one child process, initialized once, one request at a time; restarted

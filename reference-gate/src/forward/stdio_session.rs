@@ -2,7 +2,6 @@
 //! same version, when it died), its messages routed to the request waiting for them by id
 //! (progress by its token), idle waiters swept.
 
-use super::stdio::spawn_child;
 use super::*;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};

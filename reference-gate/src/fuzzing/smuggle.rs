@@ -195,7 +195,7 @@ impl Smuggle {
         let w = Writer {
             ws: self.space.text(),
             denied: self.name.literal(denied),
-            allowed: serde_json::to_string(allowed).unwrap_or_default(),
+            allowed: serde_json::to_string(allowed).expect("a string serializes"),
             id: self.id.literal(),
         };
         let (denied, id) = (&w.denied, &w.id);
@@ -253,7 +253,7 @@ impl Smuggle {
             ),
             Shape::Stringified => {
                 let inner = w.call(denied, id);
-                serde_json::to_string(&inner).unwrap_or_default()
+                serde_json::to_string(&inner).expect("a string serializes")
             }
         };
         self.encoding.encode(&text, denied)
@@ -405,7 +405,7 @@ impl NameSpelling {
     fn literal(self, name: &str) -> String {
         let chars: Vec<char> = name.chars().collect();
         if chars.len() < 2 {
-            return serde_json::to_string(name).unwrap_or_default();
+            return serde_json::to_string(name).expect("a string serializes");
         }
         let s: String = match self {
             NameSpelling::Plain => name.into(),

@@ -17,9 +17,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 mod clients;
+mod http_request;
 mod over_http;
 mod over_stdio;
 mod probe;
+mod stdio_request;
 
 use self::over_http::{http_handshake, run_http};
 use self::over_stdio::{run_stdio, StdioTarget};
@@ -222,25 +224,13 @@ pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
     http::responses_in(bytes)
         .into_iter()
         .map(|(status, body)| {
-            let messages = match parse_answer_json(&body) {
+            let messages = match crate::reading::answer_json(&body) {
                 Some(v) => vec![v],
                 None => http::sse_messages(&body).into_iter().flatten().collect(),
             };
             super::TrailingAnswer { status, messages }
         })
         .collect()
-}
-
-/// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
-/// which serde_json refuses: such a text is read with the escape replaced by U+FFFD, so an
-/// answer that echoes one is still a JSON-RPC answer. Raw invalid UTF-8 is still not JSON.
-pub fn parse_answer_json(bytes: &[u8]) -> Option<Value> {
-    match serde_json::from_slice::<Value>(bytes) {
-        Ok(v) => Some(v),
-        Err(_) => {
-            serde_json::from_slice(&crate::reading::replace_lone_surrogate_escapes(bytes)?).ok()
-        }
-    }
 }
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
@@ -345,7 +335,7 @@ fn case_body(
             if let Some(version) = modern {
                 versions::add_meta(&mut value, version);
             }
-            Body::from_bytes(serde_json::to_vec(&value).unwrap_or_default())
+            Body::from_bytes(serde_json::to_vec(&value).expect("a JSON value serializes"))
         }
         _ => ph.body(spec),
     }
@@ -358,6 +348,21 @@ fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
         s.spec_version = v.clone();
     }
     s
+}
+
+/// The server a result names: `serverInfo.name` (an `initialize` result) or the `_meta`
+/// serverInfo of a 2026-07-28 result.
+fn server_name(result: &Value) -> Option<String> {
+    result
+        .pointer("/serverInfo/name")
+        .or_else(|| {
+            result
+                .get("_meta")?
+                .get("io.modelcontextprotocol/serverInfo")?
+                .get("name")
+        })
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// The request the runner's alive probe and stdio barrier send: `ping`, which 2026-07-28
@@ -440,22 +445,6 @@ mod tests {
             denied_call_ids(bom, "delete_everything", &direct),
             vec![json!(5)]
         );
-    }
-
-    #[test]
-    fn escaped_lone_surrogates_are_json() {
-        let echoed =
-            br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\ud800b"}]}}"#;
-        assert!(serde_json::from_slice::<Value>(echoed).is_err());
-        let v = parse_answer_json(echoed).expect("valid JSON");
-        assert_eq!(v["result"]["content"][0]["text"], "a\u{fffd}b");
-        // Pairs, escaped backslashes and raw invalid UTF-8 are left as they are.
-        let pair = br#"{"t":"\ud83d\ude00 \\ud800"}"#;
-        assert_eq!(
-            parse_answer_json(pair).expect("pair")["t"],
-            "\u{1f600} \\ud800"
-        );
-        assert!(parse_answer_json(b"{\"t\":\"\xed\xa0\x80\"}").is_none());
     }
 
     #[test]

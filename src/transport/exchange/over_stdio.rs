@@ -1,39 +1,8 @@
 //! A case over stdio: a fresh process, the case's bytes, a barrier that attributes the answers,
 //! the settle window for servers that answer out of order.
 
+use super::stdio_request::{line_body, read_until_answer};
 use super::*;
-
-pub(super) fn line_body(value: &Value) -> Body {
-    let mut bytes = value.to_string().into_bytes();
-    bytes.push(b'\n');
-    Body::from_bytes(bytes)
-}
-
-/// Read lines until one answers `id`; other lines are returned as they came.
-pub(super) async fn read_until_answer(
-    proc: &mut StdioProcess,
-    id: &str,
-    deadline: Instant,
-) -> (Option<Value>, Vec<Line>, Option<TransportError>) {
-    let mut others = Vec::new();
-    loop {
-        match proc.read_line(deadline).await {
-            Ok(Line::Eof) => return (None, others, None),
-            Ok(Line::Text(t)) => {
-                if let Ok(v) = serde_json::from_slice::<Value>(&t) {
-                    if v.get("id") == Some(&json!(id))
-                        && (v.get("result").is_some() || v.get("error").is_some())
-                    {
-                        return (Some(v), others, None);
-                    }
-                }
-                others.push(Line::Text(t));
-            }
-            Ok(other) => others.push(other),
-            Err(e) => return (None, others, Some(e)),
-        }
-    }
-}
 
 /// A stdio endpoint, borrowed for one case.
 pub(super) struct StdioTarget<'a> {
@@ -301,7 +270,7 @@ async fn probe_downstream(proc: &mut StdioProcess, settings: &Settings, obs: &mu
 
 /// Whether a line is a JSON-RPC answer (a result or an error).
 fn is_answer(line: &Line) -> bool {
-    matches!(line, Line::Text(t) if parse_answer_json(t)
+    matches!(line, Line::Text(t) if crate::reading::answer_json(t)
         .is_some_and(|v| v.get("result").is_some() || v.get("error").is_some()))
 }
 
@@ -361,7 +330,7 @@ fn read_lines(obs: &mut Observation, lines: &[Line]) {
         if obs.body_prefix.is_empty() {
             obs.body_prefix = bytes.iter().copied().take(PREFIX_KEEP).collect();
         }
-        match parse_answer_json(bytes) {
+        match crate::reading::answer_json(bytes) {
             Some(v) if whole => obs.messages.push(v),
             _ => obs
                 .garbage

@@ -1,8 +1,8 @@
 //! Probes of a target before its cases: which versions it accepts (`probe`), and whether a
 //! stdio server answers in order (`order_probe`).
 
-use super::over_http::{http_messages, post_json, standard_headers};
-use super::over_stdio::{line_body, read_until_answer};
+use super::http_request::{http_messages, post_json, standard_headers};
+use super::stdio_request::{line_body, read_until_answer};
 use super::*;
 
 /// The id of the runner's version probe.
@@ -242,21 +242,6 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
                 )
         }
     }
-}
-
-/// The server a result names: `serverInfo.name` (an `initialize` result) or the `_meta`
-/// serverInfo of a 2026-07-28 result.
-pub(super) fn server_name(result: &Value) -> Option<String> {
-    result
-        .pointer("/serverInfo/name")
-        .or_else(|| {
-            result
-                .get("_meta")?
-                .get("io.modelcontextprotocol/serverInfo")?
-                .get("name")
-        })
-        .and_then(Value::as_str)
-        .map(str::to_string)
 }
 
 /// The versions and the server name of a `server/discover` answer.
