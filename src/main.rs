@@ -409,7 +409,8 @@ struct RunArgs {
     /// Write this run's failures as a baseline to FILE (YAML for .yaml/.yml, JSON otherwise).
     #[arg(long)]
     write_baseline: Option<PathBuf>,
-    /// How many trials run at once (default: the number of cores). Each stdio trial is its own
+    /// How many trials run at once (default: the number of cores; for the embedded default,
+    /// whose in-process targets are copied for each trial, four per core). Each stdio trial is its own
     /// process and each HTTP trial its own connection and session, so the report is the same
     /// whatever N; `--jobs 1` for a target that cannot take several sessions at once. (libtest's
     /// `-- --test-threads N` still works, and wins.)

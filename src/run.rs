@@ -315,7 +315,10 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
         args.filter = filters.into_iter().next();
     }
     if args.test_threads.is_none() {
-        args.test_threads = opts.jobs.map(|n| n.max(1));
+        args.test_threads = opts
+            .jobs
+            .map(|n| n.max(1))
+            .or_else(|| opts.target.default_jobs());
     }
     // Quiet: libtest's lines go nowhere (the end of the run names the failures).
     if opts.quiet && args.logfile.is_none() && !args.list {
@@ -583,9 +586,10 @@ impl OneTrial {
             target: Arc::as_ptr(&lane.serial) as usize,
             name: me,
         });
-        let (judged, held) = shared.rt.block_on(judging.run_holding(case, lane));
-        let (obs, mut v) = (judged.observation, judged.verdict);
-        self.watch_target(&obs, &mut v);
+        let context = judging.context(case, lane);
+        let (mut obs, held) = shared.rt.block_on(judging.observe(case, lane, &context));
+        self.watch_target(&mut obs);
+        let v = verdict::judge(case, &obs, &context);
         drop(held);
         crate::sync::lock(&shared.in_flight).retain(|t| t.ordinal != self.ordinal);
         let mut record = lane.record(case, Some(&v), obs.elapsed.as_millis() as u64);
@@ -618,9 +622,11 @@ impl OneTrial {
         result.map(|()| Completion::Completed)
     }
 
-    /// The case that killed an HTTP target fails with the evidence, once; the target is
-    /// restarted (`--restart-cmd`) or the lane's later trials are not run.
-    fn watch_target(&self, obs: &crate::transport::Observation, v: &mut verdict::Verdict) {
+    /// An HTTP target that this case left gone (or, started by the runner, unable to answer) is
+    /// restarted (`--restart-cmd`, or the runner's own gate) or its lane's later trials are not
+    /// run; the observation says so (`target_down`), for the judge to fail the case that did it,
+    /// once.
+    fn watch_target(&self, obs: &mut crate::transport::Observation) {
         let lane = &*self.lane;
         let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
             || obs.setup_error.is_some();
@@ -653,12 +659,7 @@ impl OneTrial {
                 },
                 &others,
             );
-            v.findings.push(verdict::Finding {
-                check: verdict::Check::Alive,
-                status: Status::Fail,
-                message: note,
-            });
-            v.status = Status::Fail;
+            obs.target_down = Some(note);
         }
     }
 

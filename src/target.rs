@@ -47,7 +47,20 @@ impl Target {
     pub fn runs_the_reference_gate(&self) -> bool {
         matches!(self, Target::Embedded)
     }
+
+    /// How many trials run at once when the run does not say (`--jobs`). The embedded
+    /// default's trials mostly wait (on their own deadlines, on child processes starting) on
+    /// targets the runner serves itself and copies for each trial: several per core. Any other
+    /// target gets libtest's default, one per core (`None`), so a server under test is not
+    /// pushed harder than asked.
+    pub fn default_jobs(&self) -> Option<usize> {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        matches!(self, Target::Embedded).then_some(cores * EMBEDDED_JOBS_PER_CORE)
+    }
 }
+
+/// Trials at once per core for the embedded default (see [`Target::default_jobs`]).
+const EMBEDDED_JOBS_PER_CORE: usize = 4;
 
 /// The witness policy the embedded gate runs with (also `fixtures/gate/witness-policy.json`).
 pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.json");
@@ -79,6 +92,10 @@ pub struct Lane {
     /// The gate process the runner started for this lane (`--gate`), restarted when a case
     /// leaves it broken.
     pub process: Option<Arc<GateProcess>>,
+    /// For a lane whose target the runner serves in-process (the embedded default's HTTP
+    /// lanes): copies of it, each with a witness record of its own, so that its trials run
+    /// concurrently like any others instead of one at a time under `serial`.
+    pub copies: Option<Arc<Copies>>,
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
@@ -179,12 +196,11 @@ impl Drop for Keep {
     }
 }
 
-/// A witness served in-process over HTTP, and its record.
-fn start_witness(
-    rt: &Runtime,
-    keep: &mut Keep,
+/// A witness served in-process over HTTP on the current runtime: its URL, its record and its
+/// server task.
+async fn serve_witness(
     personality: Personality,
-) -> Result<(HttpUrl, Recorder), RunError> {
+) -> Result<(HttpUrl, Recorder, tokio::task::JoinHandle<()>), RunError> {
     let recorder = Recorder::default();
     let config = WitnessConfig {
         personality,
@@ -194,14 +210,134 @@ fn start_witness(
     let addr = "127.0.0.1:0"
         .parse()
         .map_err(|_| RunError::Setup(std::io::Error::other("address")))?;
-    let (addr, task) = rt
-        .block_on(witness::http::spawn(addr, w))
+    let (addr, task) = witness::http::spawn(addr, w)
+        .await
         .map_err(RunError::Witness)?;
+    let url = HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?;
+    Ok((url, recorder, task))
+}
+
+/// A witness served in-process over HTTP, and its record.
+fn start_witness(
+    rt: &Runtime,
+    keep: &mut Keep,
+    personality: Personality,
+) -> Result<(HttpUrl, Recorder), RunError> {
+    let (url, recorder, task) = rt.block_on(serve_witness(personality))?;
     keep.tasks.push(task);
-    Ok((
-        HttpUrl::parse(&format!("http://{addr}{}", witness::http::PATH))?,
-        recorder,
-    ))
+    Ok((url, recorder))
+}
+
+/// What an in-process target is: the witness alone, or the reference gate in front of one.
+#[derive(Debug, Clone, Copy)]
+enum InProcess {
+    Witness,
+    Gate(Personality),
+}
+
+/// One in-process target the runner serves: where its cases go, its witness's record, and its
+/// server tasks, ended when it is dropped.
+pub struct Instance {
+    pub endpoint: Endpoint,
+    pub witness: WitnessView,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serve an in-process target on the current runtime.
+async fn serve(what: InProcess) -> Result<Instance, RunError> {
+    let (personality, gated) = match what {
+        InProcess::Witness => (Personality::Strict, false),
+        InProcess::Gate(p) => (p, true),
+    };
+    let (url, record, witness_task) = serve_witness(personality).await?;
+    let mut tasks = vec![witness_task];
+    let url = if gated {
+        let (url, gate_task) = serve_gate(&url).await?;
+        tasks.push(gate_task);
+        url
+    } else {
+        url
+    };
+    Ok(Instance {
+        endpoint: Endpoint::Http(url),
+        witness: WitnessView::Memory(record),
+        tasks,
+    })
+}
+
+/// The reference gate in-process over HTTP, with the witness policy, in front of `downstream`:
+/// its URL and its server task.
+async fn serve_gate(
+    downstream: &HttpUrl,
+) -> Result<(HttpUrl, tokio::task::JoinHandle<()>), RunError> {
+    let mut cfg: reference_gate::config::GateConfig = serde_json::from_str(WITNESS_POLICY)
+        .map_err(|e| RunError::Setup(std::io::Error::other(e)))?;
+    cfg.servers.insert(
+        cfg.server.clone(),
+        reference_gate::config::Server::Url(downstream.to_url()),
+    );
+    let proxy = reference_gate::cli::build_proxy(&cfg)?;
+    let settings = reference_gate::cli::http_settings(&cfg)?;
+    let front = reference_gate::front::http::HttpFront::new(proxy, settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(RunError::Witness)?;
+    let addr = listener.local_addr().map_err(RunError::Witness)?;
+    let task = tokio::spawn(reference_gate::front::http::serve(listener, front));
+    let url = HttpUrl::parse(&format!(
+        "http://{addr}{}",
+        reference_gate::front::http::PATH
+    ))?;
+    Ok((url, task))
+}
+
+/// Copies of an in-process lane's target, each with a witness record of its own: a trial takes
+/// one to itself and gives it back when it ends, so each sees only its own record while the
+/// lane's trials run as concurrently as `--jobs` lets them. A copy is started when every one is
+/// taken, so there are never more than trials at once.
+#[derive(Debug)]
+pub struct Copies {
+    what: InProcess,
+    free: std::sync::Mutex<Vec<Instance>>,
+}
+
+impl Copies {
+    fn new(what: InProcess) -> Arc<Copies> {
+        Arc::new(Copies {
+            what,
+            free: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A copy for one trial (a new one when none is free), served on the current runtime.
+    pub async fn take(&self) -> Result<Instance, RunError> {
+        let free = crate::sync::lock(&self.free).pop();
+        match free {
+            Some(copy) => Ok(copy),
+            None => serve(self.what).await,
+        }
+    }
+
+    /// A copy whose trial has ended.
+    pub fn give_back(&self, copy: Instance) {
+        crate::sync::lock(&self.free).push(copy);
+    }
 }
 
 /// The stdio witness command with a per-case `{witness_log}`.
@@ -223,13 +359,15 @@ pub fn embedded(
     keep: &mut Keep,
 ) -> Result<Vec<Lane>, RunError> {
     let (witness_url, witness_record) = start_witness(rt, keep, Personality::Strict)?;
+    let mut direct = plain_lane(
+        TransportKind::Http,
+        Profile::Server,
+        Endpoint::Http(witness_url),
+        Some(WitnessView::Memory(witness_record)),
+    );
+    direct.copies = Some(Copies::new(InProcess::Witness));
     let mut lanes = vec![
-        plain_lane(
-            TransportKind::Http,
-            Profile::Server,
-            Endpoint::Http(witness_url),
-            Some(WitnessView::Memory(witness_record)),
-        ),
+        direct,
         plain_lane(
             TransportKind::Stdio,
             Profile::Server,
@@ -256,38 +394,24 @@ pub fn embedded(
     Ok(lanes)
 }
 
-/// The reference gate in-process over HTTP, in front of its own in-process witness.
+/// The reference gate in-process over HTTP, in front of its own in-process witness; its trials
+/// take copies of both.
 fn in_process_gate(
     rt: &Runtime,
     keep: &mut Keep,
     personality: Personality,
 ) -> Result<Lane, RunError> {
-    let (downstream, record) = start_witness(rt, keep, personality)?;
-    let mut cfg: reference_gate::config::GateConfig = serde_json::from_str(WITNESS_POLICY)
-        .map_err(|e| RunError::Setup(std::io::Error::other(e)))?;
-    cfg.servers.insert(
-        cfg.server.clone(),
-        reference_gate::config::Server::Url(downstream.to_url()),
-    );
-    let proxy = reference_gate::cli::build_proxy(&cfg)?;
-    let settings = reference_gate::cli::http_settings(&cfg)?;
-    let front = reference_gate::front::http::HttpFront::new(proxy, settings);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .map_err(RunError::Witness)?;
-    let addr = listener.local_addr().map_err(RunError::Witness)?;
-    keep.tasks
-        .push(rt.spawn(reference_gate::front::http::serve(listener, front)));
-    Ok(plain_lane(
+    let mut first = rt.block_on(serve(InProcess::Gate(personality)))?;
+    keep.tasks.append(&mut first.tasks);
+    let mut lane = plain_lane(
         TransportKind::Http,
         Profile::Gate,
-        Endpoint::Http(HttpUrl::parse(&format!(
-            "http://{addr}{}",
-            reference_gate::front::http::PATH
-        ))?),
-        Some(WitnessView::Memory(record)),
+        first.endpoint.clone(),
+        Some(first.witness.clone()),
     )
-    .behind(personality))
+    .behind(personality);
+    lane.copies = Some(Copies::new(InProcess::Gate(personality)));
+    Ok(lane)
 }
 
 /// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness of `personality`
@@ -427,6 +551,7 @@ pub fn plain_lane(
         stateless: false,
         died_during: Arc::new(std::sync::Mutex::new(None)),
         process: None,
+        copies: None,
     }
 }
 

@@ -56,43 +56,51 @@ impl Judging<'_> {
         }
     }
 
-    /// Send `case` over `lane` and judge what came back. A lane whose cases read a shared witness
-    /// record is held for the exchange, so each case sees only its own part of the record.
+    /// Send `case` over `lane` and judge what came back.
     pub async fn run(&self, case: &Case, lane: &Lane) -> Judged {
-        self.run_holding(case, lane).await.0
+        let context = self.context(case, lane);
+        let (observation, _held) = self.observe(case, lane, &context).await;
+        let verdict = verdict::judge(case, &observation, &context);
+        Judged {
+            observation,
+            verdict,
+        }
     }
 
-    /// [`Judging::run`], still holding the lane when it is one whose cases run one at a time, so
-    /// that what the caller does about the target (restarting it) happens before the next case.
-    pub async fn run_holding<'l>(
+    /// Send `case` over `lane` and observe what came back (judged by the caller with
+    /// `context`). A lane whose cases read a witness record gives the trial a copy of its
+    /// target to itself when it has copies; otherwise the lane is held, and still held when this
+    /// returns, so that each case sees only its own part of the record and what the caller does
+    /// about the target (restarting it) happens before the next case.
+    pub async fn observe<'l>(
         &self,
         case: &Case,
         lane: &'l Lane,
-    ) -> (Judged, Option<tokio::sync::MutexGuard<'l, ()>>) {
-        let context = self.context(case, lane);
+        context: &Context,
+    ) -> (Observation, Option<tokio::sync::MutexGuard<'l, ()>>) {
         let check_alive = case
             .expectation(lane.profile, context.narrows(), &context.version)
             .alive
             .unwrap_or(true);
-        let guard = match &lane.witness {
-            Some(_) => Some(lane.serial.lock().await),
+        let copy = match &lane.copies {
+            Some(copies) => copies.take().await.ok(),
             None => None,
         };
-        let observation = exchange::run_case(
-            case,
-            &lane.endpoint,
-            self.settings,
-            lane.witness.as_ref(),
-            check_alive,
-        )
-        .await;
-        let verdict = verdict::judge(case, &observation, &context);
-        (
-            Judged {
-                observation,
-                verdict,
-            },
-            guard,
-        )
+        // Without a copy of its own (none could be started), the lane's one target, one trial
+        // at a time.
+        let guard = match (&lane.witness, &copy) {
+            (Some(_), None) => Some(lane.serial.lock().await),
+            _ => None,
+        };
+        let (endpoint, witness) = match &copy {
+            Some(c) => (&c.endpoint, Some(&c.witness)),
+            None => (&lane.endpoint, lane.witness.as_ref()),
+        };
+        let observation =
+            exchange::run_case(case, endpoint, self.settings, witness, check_alive).await;
+        if let (Some(copies), Some(copy)) = (&lane.copies, copy) {
+            copies.give_back(copy);
+        }
+        (observation, guard)
     }
 }

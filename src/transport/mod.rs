@@ -120,6 +120,10 @@ pub struct Observation {
     pub alive: Option<bool>,
     /// What the alive probe saw when it failed.
     pub alive_detail: Option<String>,
+    /// Filled in by the runner, not the transport: the HTTP target stopped answering with this
+    /// case, and what the runner did about it (restarted it, or will not run the lane's later
+    /// trials). The judge fails the trial with it.
+    pub target_down: Option<String>,
     /// The witness's record for this case, when the runner can read one.
     pub witness: Option<Vec<crate::record::Event>>,
     /// stdio: the process's exit, if it exited during the case.
@@ -218,6 +222,7 @@ impl Observation {
             ending: Ending::Answered,
             alive: None,
             alive_detail: None,
+            target_down: None,
             witness: None,
             exited: None,
             stderr_tail: Vec::new(),

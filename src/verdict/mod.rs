@@ -329,23 +329,31 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         ctx,
         case.expectation(ctx.profile, narrows, &ctx.version),
     );
-    let Some(preferred) = case.preferred(narrows, &ctx.version) else {
-        return verdict;
-    };
-    let seen: Vec<Check> = verdict.findings.iter().map(|f| f.check).collect();
-    let more: Vec<Finding> = judge_by(case, obs, ctx, preferred)
-        .findings
-        .into_iter()
-        .filter(|f| f.status != Status::Pass && !seen.contains(&f.check))
-        .map(|f| Finding {
-            check: f.check,
-            status: Status::Warn,
-            message: format!("preferred: {}", f.message),
-        })
-        .collect();
-    if !more.is_empty() {
-        verdict.findings.extend(more);
-        verdict.status = verdict.status.max(Status::Warn);
+    if let Some(preferred) = case.preferred(narrows, &ctx.version) {
+        let seen: Vec<Check> = verdict.findings.iter().map(|f| f.check).collect();
+        let more: Vec<Finding> = judge_by(case, obs, ctx, preferred)
+            .findings
+            .into_iter()
+            .filter(|f| f.status != Status::Pass && !seen.contains(&f.check))
+            .map(|f| Finding {
+                check: f.check,
+                status: Status::Warn,
+                message: format!("preferred: {}", f.message),
+            })
+            .collect();
+        if !more.is_empty() {
+            verdict.findings.extend(more);
+            verdict.status = verdict.status.max(Status::Warn);
+        }
+    }
+    // The target this case left gone fails it, whatever the case lets the endpoint do.
+    if let Some(note) = &obs.target_down {
+        verdict.findings.push(Finding {
+            check: Check::Alive,
+            status: Status::Fail,
+            message: note.clone(),
+        });
+        verdict.status = Status::Fail;
     }
     verdict
 }
