@@ -294,26 +294,30 @@ fn architecture_invariants_hold_in_the_import_graph() {
 /// Every Rust source file opens with a `//!` line saying what it is for.
 #[test]
 fn every_source_file_opens_with_a_doc_line() {
-    let mut files = vec![root().join("build.rs")];
-    for dir in ["src", "reference-gate/src", "tests", "fuzz/fuzz_targets"] {
-        rust_files(&root().join(dir), &mut files);
-    }
-    let texts: Vec<(String, String)> = files
-        .iter()
-        .map(|f| {
-            let rel = f.strip_prefix(root()).expect("in the tree");
-            (
-                rel.display().to_string(),
-                std::fs::read_to_string(f).expect("source"),
-            )
-        })
-        .collect();
+    let mut texts = source_texts(&["src", "reference-gate/src", "tests", "fuzz/fuzz_targets"]);
+    texts.push(("build.rs".into(), read("build.rs")));
     assert!(texts.len() > 100, "{}", texts.len());
     let bare = without_doc_line(&texts);
     assert!(
         bare.is_empty(),
         "files without a `//!` first line: {bare:?}"
     );
+}
+
+/// `(path from the repository root, text)` of every Rust file under `dirs`.
+fn source_texts(dirs: &[&str]) -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        rust_files(&root().join(dir), &mut files);
+    }
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(root()).expect("in the tree");
+            let text = std::fs::read_to_string(f).expect("source");
+            (rel.display().to_string(), text)
+        })
+        .collect()
 }
 
 /// The files whose first line is not a `//!` line.
@@ -331,21 +335,7 @@ fn without_doc_line(texts: &[(String, String)]) -> Vec<String> {
 /// `.unwrap_or_default()`.
 #[test]
 fn serializations_never_fall_back_to_nothing() {
-    let mut files = Vec::new();
-    for dir in ["src", "reference-gate/src"] {
-        rust_files(&root().join(dir), &mut files);
-    }
-    let texts: Vec<(String, String)> = files
-        .iter()
-        .map(|f| {
-            let rel = f.strip_prefix(root()).expect("in the tree");
-            (
-                rel.display().to_string(),
-                std::fs::read_to_string(f).expect("source"),
-            )
-        })
-        .collect();
-    let found = serializations_defaulted(&texts);
+    let found = serializations_defaulted(&source_texts(&["src", "reference-gate/src"]));
     assert!(
         found.is_empty(),
         "serializations that fall back to nothing: {found:?}"

@@ -375,15 +375,20 @@ fn liveness_method(settings: &Settings) -> &'static str {
     }
 }
 
-/// The alive probe's call of the allowed tool (`"alive_probe": "downstream"`): spelled through
-/// the call mapping, with the run's identity arguments, in the lane's era.
+/// The alive probe's call of the allowed tool (`"alive_probe": "downstream"`).
 fn probe_call(settings: &Settings) -> Value {
+    allowed_call(settings, PROBE_CALL_ID, "gauntlet-alive")
+}
+
+/// A runner-made call of the allowed tool with `text` (id `id`): spelled through the call
+/// mapping, with the run's identity arguments, in the lane's era.
+fn allowed_call(settings: &Settings, id: &str, text: &str) -> Value {
     let mut arguments = serde_json::Map::new();
-    arguments.insert(settings.allowed_arg.clone(), json!("gauntlet-alive"));
+    arguments.insert(settings.allowed_arg.clone(), json!(text));
     let (name, arguments) = settings
         .mapping
         .call(&settings.allowed_tool, Value::Object(arguments));
-    let mut m = json!({"jsonrpc": "2.0", "id": PROBE_CALL_ID, "method": "tools/call",
+    let mut m = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                        "params": {"name": name, "arguments": arguments}});
     if let Some(identity) = &settings.identity {
         identity.add_arguments(&mut m, None);

@@ -358,19 +358,7 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
             format!("gauntlet-order-call-{round}"),
             format!("gauntlet-order-barrier-{round}"),
         );
-        let mut arguments = serde_json::Map::new();
-        arguments.insert(settings.allowed_arg.clone(), json!("order probe"));
-        let (name, arguments) = settings
-            .mapping
-            .call(&settings.allowed_tool, Value::Object(arguments));
-        let mut call = json!({"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments}});
-        if let Some(identity) = &settings.identity {
-            identity.add_arguments(&mut call, None);
-        }
-        if modern {
-            versions::add_meta(&mut call, &settings.spec_version);
-        }
+        let call = allowed_call(settings, &call_id, "order probe");
         let barrier = own_request(settings, &barrier_id, liveness_method(settings));
         // Both lines in one write, so the server has read the call before the barrier.
         let sent = Instant::now();
