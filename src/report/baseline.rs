@@ -168,7 +168,8 @@ impl Baseline {
 
     /// The baseline as YAML, with a header comment saying what it is.
     pub fn to_yaml(&self) -> String {
-        let body = yaml_serde::to_string(self).unwrap_or_default();
+        let body =
+            yaml_serde::to_string(self).expect("a baseline serializes: strings and lists only");
         format!("# mcp-gauntlet baseline: known failures, each with the reason it fails.\n{body}")
     }
 

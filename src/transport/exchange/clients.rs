@@ -2,7 +2,7 @@
 //! connection (and handshake, where the lane has one), each with its own mark. What the others
 //! got is kept beside the first client's answer, for the `crossed` check.
 
-use super::http_request::{http_messages, Sent};
+use super::http_request::{http_handshake, http_messages, Sent};
 use super::*;
 use crate::transport::{ClientAnswer, ClientsSeen};
 

@@ -1,7 +1,8 @@
 //! The parts of an HTTP request and answer that a case, its concurrent clients and the
 //! runner's own probes all build from: the runner's standard headers, its JSON POSTs, the
-//! request a case sends (`Sent`), and the JSON-RPC messages in an answer. A leaf of
-//! `exchange/`: it uses nothing of its siblings.
+//! request a case sends (`Sent`), the JSON-RPC messages in an answer, and the `initialize`
+//! handshake they all open sessions with. A leaf of `exchange/`: it uses nothing of its
+//! siblings.
 
 use super::*;
 
@@ -210,4 +211,66 @@ impl Sent<'_> {
             chunked: req.chunked,
         }
     }
+}
+
+/// `initialize` and `notifications/initialized` over HTTP, for lanes that open a session: what
+/// the server agreed to (its session id, version and name).
+pub(super) async fn http_handshake(
+    url: &HttpUrl,
+    settings: &Settings,
+    deadline: Instant,
+) -> Result<Handshake, TransportError> {
+    let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
+        "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
+    let resp = http::exchange(
+        url,
+        post_json(
+            url,
+            settings,
+            standard_headers(url, settings, None, None),
+            &init,
+        ),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await?;
+    let (msgs, _) = http_messages(&resp);
+    let result = msgs
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(INIT_ID)))
+        .and_then(|m| m.get("result"));
+    let Some(result) = result.filter(|_| resp.status == 200) else {
+        return Err(TransportError::Handshake(format!(
+            "initialize answered HTTP {} with {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body[..resp.body.len().min(200)])
+        )));
+    };
+    let hs = Handshake {
+        session: resp.header("mcp-session-id").map(str::to_string),
+        version: result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(&settings.spec_version)
+            .to_string(),
+        server: server_name(result),
+    };
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    // Its answer does not matter to the handshake; a failure shows in the case itself.
+    let _ = http::exchange(
+        url,
+        post_json(
+            url,
+            settings,
+            standard_headers(url, settings, Some(&hs), None),
+            &note,
+        ),
+        Caps::default(),
+        deadline,
+        false,
+    )
+    .await;
+    Ok(hs)
 }

@@ -23,7 +23,7 @@ mod over_stdio;
 mod probe;
 mod stdio_request;
 
-use self::over_http::{http_handshake, run_http};
+use self::over_http::run_http;
 use self::over_stdio::{run_stdio, StdioTarget};
 pub use self::probe::{order_probe, probe, Probe, DISCOVER_ID};
 

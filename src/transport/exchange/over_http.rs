@@ -1,68 +1,8 @@
 //! A case over HTTP: the handshake (legacy lanes), the request, the answer, the alive probe.
 
 use super::clients;
-use super::http_request::{http_messages, post_json, standard_headers, Sent};
+use super::http_request::{http_handshake, http_messages, post_json, standard_headers, Sent};
 use super::*;
-
-pub(super) async fn http_handshake(
-    url: &HttpUrl,
-    settings: &Settings,
-    deadline: Instant,
-) -> Result<Handshake, TransportError> {
-    let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-        "params": {"protocolVersion": settings.spec_version, "capabilities": {},
-                   "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
-    let resp = http::exchange(
-        url,
-        post_json(
-            url,
-            settings,
-            standard_headers(url, settings, None, None),
-            &init,
-        ),
-        Caps::default(),
-        deadline,
-        false,
-    )
-    .await?;
-    let (msgs, _) = http_messages(&resp);
-    let result = msgs
-        .iter()
-        .find(|m| m.get("id") == Some(&json!(INIT_ID)))
-        .and_then(|m| m.get("result"));
-    let Some(result) = result.filter(|_| resp.status == 200) else {
-        return Err(TransportError::Handshake(format!(
-            "initialize answered HTTP {} with {}",
-            resp.status,
-            String::from_utf8_lossy(&resp.body[..resp.body.len().min(200)])
-        )));
-    };
-    let hs = Handshake {
-        session: resp.header("mcp-session-id").map(str::to_string),
-        version: result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or(&settings.spec_version)
-            .to_string(),
-        server: super::server_name(result),
-    };
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    // Its answer does not matter to the handshake; a failure shows in the case itself.
-    let _ = http::exchange(
-        url,
-        post_json(
-            url,
-            settings,
-            standard_headers(url, settings, Some(&hs), None),
-            &note,
-        ),
-        Caps::default(),
-        deadline,
-        false,
-    )
-    .await;
-    Ok(hs)
-}
 
 /// A fresh handshake and a ping: does the endpoint still answer?
 pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {

@@ -1,7 +1,7 @@
 //! Probes of a target before its cases: which versions it accepts (`probe`), and whether a
 //! stdio server answers in order (`order_probe`).
 
-use super::http_request::{http_messages, post_json, standard_headers};
+use super::http_request::{http_handshake, http_messages, post_json, standard_headers};
 use super::stdio_request::{line_body, read_until_answer};
 use super::*;
 

@@ -5,6 +5,9 @@
 //! invariants; every source file opens with a `//!` line. (The committed case schema is checked against the
 //! code in `catalogue::schema_json_is_in_step_with_the_code`.)
 
+mod source;
+
+use self::source::{serializations_defaulted, ModuleGraph};
 use super::util::bin;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -331,8 +334,8 @@ fn without_doc_line(texts: &[(String, String)]) -> Vec<String> {
 
 /// Serializing what cannot fail to serialize (a JSON value, a string, the suite's own report
 /// types) says so with `expect`: a fallback to an empty string or body would turn a bug into a
-/// silent empty answer. Nowhere in either crate does `serde_json::to_…(…)` end in
-/// `.unwrap_or_default()`.
+/// silent empty answer. Nowhere in either crate does a serialization (`serde_json::to_…(…)`,
+/// `yaml_serde::to_string(…)`) end in `.unwrap_or_default()`.
 #[test]
 fn serializations_never_fall_back_to_nothing() {
     let found = serializations_defaulted(&source_texts(&["src", "reference-gate/src"]));
@@ -342,253 +345,24 @@ fn serializations_never_fall_back_to_nothing() {
     );
 }
 
-/// `file:line` of each `serde_json::to_…(…)` whose result is `.unwrap_or_default()`ed, the
-/// call possibly spread over a few lines.
-fn serializations_defaulted(texts: &[(String, String)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, text) in texts {
-        for (i, _) in text.match_indices("serde_json::to_") {
-            let line = text[..i].matches('\n').count() + 1;
-            // The statement the call is in: up to its `;` or the end of its block.
-            let rest = &text[i..];
-            let end = rest.find([';', '{', '}']).unwrap_or(rest.len());
-            if rest[..end].contains(".unwrap_or_default()") {
-                out.push(format!("{name}:{line}"));
-            }
-        }
-    }
-    out
+/// The graph of planted `(module path, source)` pairs.
+fn planted(files: &[(&str, &str)]) -> ModuleGraph {
+    ModuleGraph::from_texts(
+        files
+            .iter()
+            .map(|(m, t)| (m.to_string(), t.to_string()))
+            .collect(),
+    )
 }
 
-/// A crate's modules and what each one's code names: module paths (`transport::exchange`), the
-/// module paths each names, and the other paths its code mentions (`std::net::TcpStream`).
-#[derive(Debug, Default)]
-struct ModuleGraph {
-    /// Module path -> the module paths its code imports (resolved, possibly past a module into
-    /// its items: `case::model::Case`).
-    imports: BTreeMap<String, BTreeSet<String>>,
-    /// Module path -> its code, comments and unit tests left out.
-    code: BTreeMap<String, String>,
-}
-
-impl ModuleGraph {
-    fn of(base: &Path) -> ModuleGraph {
-        let mut files = Vec::new();
-        rust_files(base, &mut files);
-        let mut texts = Vec::new();
-        for f in files {
-            let rel = f.strip_prefix(base).expect("below the crate");
-            let text = std::fs::read_to_string(&f).expect("source");
-            texts.push((module_path(rel), text));
-        }
-        ModuleGraph::from_texts(texts)
-    }
-
-    /// The graph of `(module path, source)` pairs (`mod.rs` is its folder's module; the crate
-    /// root is `""`).
-    fn from_texts(texts: Vec<(String, String)>) -> ModuleGraph {
-        let mut graph = ModuleGraph::default();
-        for (module, text) in texts {
-            // Unit tests may reach anywhere; comments and doc links are not imports.
-            let code: String = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or("")
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let targets = paths_named(&code)
-                .into_iter()
-                .filter_map(|p| resolve(&module, &p))
-                .collect();
-            graph.imports.insert(module.clone(), targets);
-            graph.code.insert(module, code);
-        }
-        graph
-    }
-
-    /// The direct children of `folder` (a module path; `""` the crate root) and, for each, the
-    /// siblings its code (or its descendants' code) imports.
-    fn edges_in(&self, folder: &str) -> BTreeMap<String, BTreeSet<String>> {
-        let child_of = |path: &str| -> Option<String> {
-            let rest = if folder.is_empty() {
-                path
-            } else {
-                path.strip_prefix(folder)?.strip_prefix("::")?
-            };
-            let child = rest.split("::").next()?;
-            (!child.is_empty()).then(|| child.to_string())
-        };
-        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (module, targets) in &self.imports {
-            let Some(from) = child_of(module) else {
-                continue;
-            };
-            if folder.is_empty() && (from == "lib" || from == "main") {
-                continue;
-            }
-            for t in targets {
-                if let Some(to) = child_of(t) {
-                    // A name that is not a module here (an item of the folder's own module).
-                    if to != from && self.is_module(folder, &to) {
-                        edges.entry(from.clone()).or_default().insert(to);
-                    }
-                }
-            }
-        }
-        edges
-    }
-
-    /// Whether `folder::name` is one of the crate's modules.
-    fn is_module(&self, folder: &str, name: &str) -> bool {
-        let path = if folder.is_empty() {
-            name.to_string()
-        } else {
-            format!("{folder}::{name}")
-        };
-        self.imports
-            .keys()
-            .any(|m| *m == path || m.starts_with(&format!("{path}::")))
-    }
-
-    /// Every folder's modules that lie on an import cycle among their siblings, as
-    /// `folder: module`.
-    fn cycles(&self) -> Vec<String> {
-        let folders: BTreeSet<String> = self
-            .imports
-            .keys()
-            .map(|m| m.rsplit_once("::").map_or("", |(f, _)| f).to_string())
-            .collect();
-        let mut out = Vec::new();
-        for folder in folders {
-            let edges = self.edges_in(&folder);
-            for m in edges.keys() {
-                if reaches(&edges, m, m, &mut BTreeSet::new()) {
-                    out.push(format!("{folder}: {m}"));
-                }
-            }
-        }
-        out
-    }
-
-    /// Each invariant `(module, modules it never imports, paths it never names)` that the code
-    /// breaks, as `module -> what`.
-    fn broken_invariants(&self, rules: &[(&str, &[&str], &[&str])]) -> Vec<String> {
-        let top = self.edges_in("");
-        let mut out = Vec::new();
-        for (module, never, never_named) in rules {
-            assert!(self.is_module("", module), "no module `{module}`");
-            for n in *never {
-                if top.get(*module).is_some_and(|t| t.contains(*n)) {
-                    out.push(format!("{module} -> {n}"));
-                }
-            }
-            for (m, code) in &self.code {
-                let inside = m == module || m.starts_with(&format!("{module}::"));
-                for path in *never_named {
-                    if inside && code.contains(path) {
-                        out.push(format!("{m} names {path}"));
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
-/// A source file's module path from its path below the crate root (`transport/exchange/mod.rs`
-/// is `transport::exchange`; `lib.rs` is `""`).
-fn module_path(rel: &Path) -> String {
-    let mut parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().to_string())
-        .collect();
-    let file = parts.pop().unwrap_or_default();
-    let stem = file.trim_end_matches(".rs");
-    if stem != "mod" && !(parts.is_empty() && matches!(stem, "lib" | "main")) {
-        parts.push(stem.to_string());
-    }
-    parts.join("::")
-}
-
-/// The paths the code names from `crate::`, `super::` and `self::`, as written
-/// (`super::exchange::parse`).
-fn paths_named(code: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for start in ["crate::", "super::", "self::"] {
-        for (i, _) in code.match_indices(start) {
-            let before = code[..i].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            let path: String = code[i..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            out.push(path.trim_end_matches(':').to_string());
-        }
-    }
-    out
-}
-
-/// `path` (from `crate::`, `super::` or `self::`) as a path from the crate root, read in
-/// `module`; `None` when it climbs above the root.
-fn resolve(module: &str, path: &str) -> Option<String> {
-    let mut here: Vec<&str> = if module.is_empty() {
-        Vec::new()
-    } else {
-        module.split("::").collect()
-    };
-    let mut parts = path.split("::").peekable();
-    match parts.peek() {
-        Some(&"crate") => {
-            here.clear();
-            parts.next();
-        }
-        Some(&"self") => {
-            parts.next();
-        }
-        _ => {}
-    }
-    while parts.peek() == Some(&"super") {
-        parts.next();
-        here.pop()?;
-    }
-    let rest: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
-    Some(here.into_iter().chain(rest).collect::<Vec<_>>().join("::"))
-}
-
-/// Whether a path of imports leads from `from` to `to`.
-fn reaches(
-    edges: &BTreeMap<String, BTreeSet<String>>,
-    from: &str,
-    to: &str,
-    seen: &mut BTreeSet<String>,
-) -> bool {
-    for next in edges.get(from).into_iter().flatten() {
-        if next == to || (seen.insert(next.clone()) && reaches(edges, next, to, seen)) {
-            return true;
-        }
-    }
-    false
-}
-
-/// The tidy rules catch what they are for: a planted cycle inside a folder, a planted import
-/// that breaks an invariant, a planted path a module must not name, a file without its `//!`
-/// line, and a serialization that falls back to nothing.
+/// A folder's import cycles are caught however they are written: a plain import, a grouped
+/// one, a parent's name brought in by a glob, code after a test module; a test module's
+/// imports, strings and comments never make one.
 #[test]
-fn the_rules_fail_on_planted_violations() {
-    let graph = |files: &[(&str, &str)]| {
-        ModuleGraph::from_texts(
-            files
-                .iter()
-                .map(|(m, t)| (m.to_string(), t.to_string()))
-                .collect(),
-        )
-    };
+fn planted_cycles_are_caught() {
+    let both = ["transport: exchange", "transport: http"];
     // A folder whose two files use each other (as transport/http.rs and exchange/ once did).
-    let g = graph(&[
+    let g = planted(&[
         ("transport", "//! t\npub mod http;\npub mod exchange;"),
         ("transport::http", "//! h\nuse super::exchange::parse;"),
         (
@@ -597,46 +371,96 @@ fn the_rules_fail_on_planted_violations() {
         ),
         ("case", "//! c"),
     ]);
-    assert_eq!(
-        g.cycles(),
-        ["transport: exchange", "transport: http"],
-        "{g:?}"
+    assert_eq!(g.cycles(), both, "{g:?}");
+    // The same through grouped imports.
+    let g = planted(&[
+        ("transport", "//! t"),
+        ("transport::http", "//! h\nuse super::{exchange::parse, x};"),
+        (
+            "transport::exchange",
+            "//! e\nuse crate::{case::Case, transport::{self, http::{get, put as p}}};",
+        ),
+        ("case", "//! c"),
+    ]);
+    assert_eq!(g.cycles(), both, "{g:?}");
+    // Without the back edge, no cycle: a test module's imports never count, nor a path in a
+    // string or a comment; code after the test module does.
+    let exchange = (
+        "transport::exchange",
+        "//! e\nuse crate::transport::http::get;",
     );
-    // Without the back edge, no cycle; a test module's imports never count.
-    let g = graph(&[
+    let g = planted(&[
         ("transport", "//! t"),
         (
             "transport::http",
-            "//! h\n#[cfg(test)]\nuse super::exchange::parse;",
+            "//! h\n#[cfg(test)]\nmod tests {\n    use super::super::exchange::parse;\n}\nconst S: &str = \"super::exchange::x\";\n// super::exchange::y\nconst C: char = '\"';\nfn f() {}",
         ),
-        (
-            "transport::exchange",
-            "//! e\nuse crate::transport::http::get;",
-        ),
+        exchange,
     ]);
     assert!(g.cycles().is_empty(), "{g:?}");
-    // The invariants: a transport that judges, a case that opens a socket.
-    let g = graph(&[
-        ("transport", "//! t\nuse crate::verdict::judge;"),
+    let g = planted(&[
+        ("transport", "//! t"),
+        (
+            "transport::http",
+            "//! h\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn f() { super::exchange::parse(); }",
+        ),
+        exchange,
+    ]);
+    assert_eq!(g.cycles(), both, "{g:?}");
+    // A parent's `use self::over_http::handshake` seen by a child through `use super::*` (as
+    // exchange/clients.rs reached over_http.rs): an edge only when the child uses the name.
+    let folder = |clients: &str| {
+        planted(&[
+            (
+                "exchange",
+                "//! e\nmod clients;\nmod over_http;\nuse self::over_http::{handshake, run};",
+            ),
+            ("exchange::clients", clients),
+            (
+                "exchange::over_http",
+                "//! o\nuse super::clients;\nuse super::*;",
+            ),
+        ])
+    };
+    let g = folder("//! c\nuse super::*;\nfn f() { handshake(); }");
+    assert_eq!(g.cycles(), ["exchange: clients", "exchange: over_http"]);
+    assert!(folder("//! c\nuse super::*;\nfn f() { handshakes(); }")
+        .cycles()
+        .is_empty());
+}
+
+/// An invariant broken by a planted import or path is caught (a grouped import too; a path in a
+/// string or a comment is not one).
+#[test]
+fn planted_invariant_breaks_are_caught() {
+    // A transport that judges, a case that opens a socket.
+    let g = planted(&[
+        ("transport", "//! t\nuse crate::{case, verdict::judge};"),
         ("verdict", "//! v\nuse crate::case::Case;"),
         (
             "case",
-            "//! c\nfn f() { let _ = std::net::TcpStream::connect(\"x\"); }",
+            "//! c\nuse std::{io, net::TcpStream};\nconst S: &str = \"tokio::net\";\n// tokio::process",
         ),
-        ("witness", "//! w"),
+        ("witness", "//! w\nfn f() { let _ = std::process::Command::new(\"x\"); }"),
     ]);
     assert_eq!(
         g.broken_invariants(INVARIANTS),
         ["case names std::net", "transport -> verdict"]
     );
-    // A file without its doc line.
+}
+
+/// A file without its `//!` line and serializations that fall back to nothing (with braces and
+/// parentheses in their arguments, with YAML too) are caught.
+#[test]
+fn planted_bare_files_and_defaulted_serializations_are_caught() {
     let texts = [
         ("a.rs".to_string(), "//! A.\nfn a() {}".to_string()),
         ("b.rs".to_string(), "// B.\nfn b() {}".to_string()),
         ("c.rs".to_string(), String::new()),
     ];
     assert_eq!(without_doc_line(&texts), ["b.rs", "c.rs"]);
-    // A serialization that falls back to nothing, on one line or spread over two.
+    // A serialization that falls back to nothing: on one line, spread over two, with braces
+    // and a `)` in a string in its arguments, in YAML; `expect` is what passes.
     let texts = [
         (
             "a.rs".to_string(),
@@ -646,8 +470,15 @@ fn the_rules_fail_on_planted_violations() {
             "b.rs".to_string(),
             "//! B.\nfn b(v: &Value) -> Vec<u8> {\n    serde_json::to_vec(v)\n        .unwrap_or_default()\n}\nfn c(v: &Value) -> String {\n    serde_json::to_string(v).expect(\"a value serializes\")\n}".to_string(),
         ),
+        (
+            "c.rs".to_string(),
+            "//! C.\nfn c() -> String {\n    serde_json::to_string(&json!({\"a\": \")\"}))\n        .unwrap_or_default()\n}\nfn d(b: &B) -> String {\n    yaml_serde::to_string(b).unwrap_or_default()\n}".to_string(),
+        ),
     ];
-    assert_eq!(serializations_defaulted(&texts), ["a.rs:3", "b.rs:3"]);
+    assert_eq!(
+        serializations_defaulted(&texts),
+        ["a.rs:3", "b.rs:3", "c.rs:3", "c.rs:7"]
+    );
 }
 
 /// Every exit code of `src/exit.rs` is a row of the README's exit-code table, and the table
