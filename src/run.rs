@@ -588,7 +588,9 @@ impl OneTrial {
         });
         let context = judging.context(case, lane);
         let (mut obs, held) = shared.rt.block_on(judging.observe(case, lane, &context));
-        self.watch_target(&mut obs);
+        if !held.on_copy {
+            self.watch_target(&mut obs);
+        }
         let v = verdict::judge(case, &obs, &context);
         drop(held);
         crate::sync::lock(&shared.in_flight).retain(|t| t.ordinal != self.ordinal);
@@ -628,8 +630,7 @@ impl OneTrial {
     /// once.
     fn watch_target(&self, obs: &mut crate::transport::Observation) {
         let lane = &*self.lane;
-        let found_gone = matches!(obs.ending, crate::transport::Ending::Unreachable(_))
-            || obs.setup_error.is_some();
+        let found_gone = obs.found_gone();
         let gone = obs.alive == Some(false) || found_gone;
         if !gone || lane.transport != crate::case::TransportKind::Http {
             return;

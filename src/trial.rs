@@ -69,15 +69,15 @@ impl Judging<'_> {
 
     /// Send `case` over `lane` and observe what came back (judged by the caller with
     /// `context`). A lane whose cases read a witness record gives the trial a copy of its
-    /// target to itself when it has copies; otherwise the lane is held, and still held when this
-    /// returns, so that each case sees only its own part of the record and what the caller does
-    /// about the target (restarting it) happens before the next case.
+    /// target to itself when it has copies; otherwise the lane is held, and still held while
+    /// the returned [`Held`] lives, so that each case sees only its own part of the record and
+    /// what the caller does about the target (restarting it) happens before the next case.
     pub async fn observe<'l>(
         &self,
         case: &Case,
         lane: &'l Lane,
         context: &Context,
-    ) -> (Observation, Option<tokio::sync::MutexGuard<'l, ()>>) {
+    ) -> (Observation, Held<'l>) {
         let check_alive = case
             .expectation(lane.profile, context.narrows(), &context.version)
             .alive
@@ -98,9 +98,30 @@ impl Judging<'_> {
         };
         let observation =
             exchange::run_case(case, endpoint, self.settings, witness, check_alive).await;
+        let on_copy = copy.is_some();
         if let (Some(copies), Some(copy)) = (&lane.copies, copy) {
-            copies.give_back(copy);
+            // Only a copy seen answering after its trial serves another; one the trial left
+            // unable to answer, or did not probe, is dropped (its tasks end with it).
+            if observation.alive == Some(true) && !observation.found_gone() {
+                copies.give_back(copy);
+            }
         }
-        (observation, guard)
+        (
+            observation,
+            Held {
+                _guard: guard,
+                on_copy,
+            },
+        )
     }
+}
+
+/// What a trial holds of its lane while the caller judges it: the lane's one target, or a copy
+/// of its own that no other trial used meanwhile.
+#[derive(Debug)]
+pub struct Held<'l> {
+    _guard: Option<tokio::sync::MutexGuard<'l, ()>>,
+    /// The trial ran on a copy of the lane's target: whatever it did to it, the lane's own
+    /// target is untouched (a copy it left unable to answer is dropped, not given back).
+    pub on_copy: bool,
 }

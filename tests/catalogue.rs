@@ -147,15 +147,20 @@ fn a_probe_through_to_the_downstream_needs_a_session_and_an_alive_check() {
         )
     };
     parse_case("x.json", &with("")).expect("valid");
-    for extra in [r#" "session": "none","#, r#" "expect": {"alive": false},"#] {
-        let text = with(extra).replace(
+    let mut refused = vec![
+        with(r#" "session": "none","#),
+        with("").replace(
             r#""expect": {"outcome": "accept"}"#,
-            if extra.contains("expect") {
-                r#""strict": {"outcome": "accept"}"#
-            } else {
-                r#""expect": {"outcome": "accept"}"#
-            },
-        );
+            r#""expect": {"outcome": "accept", "alive": false}"#,
+        ),
+    ];
+    // `alive: false` in any expectation set: the probe would not run where that set applies.
+    for set in ["strict", "gate", "prefer", "modern"] {
+        refused.push(with(&format!(r#" "{set}": {{"alive": false}},"#)));
+        parse_case("x.json", &with(&format!(r#" "{set}": {{"alive": true}},"#)))
+            .unwrap_or_else(|e| panic!("{set}: {e:?}"));
+    }
+    for text in refused {
         assert!(
             matches!(parse_case("x.json", &text), Err(CaseError::Invalid { .. })),
             "{text}"

@@ -3,7 +3,7 @@
 //! that replay as the same failure.
 
 use crate::broken_gate::lenient;
-use crate::util::{bin, run_with_report};
+use crate::util::{bin, python3, run_with_report};
 use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
 use reference_gate::faults::Leniency;
 use reference_gate::fuzzing::{
@@ -188,8 +188,7 @@ fn lax_gate() -> String {
 
 #[test]
 fn live_fuzzing_finds_a_smuggled_call_through_a_lax_gate_and_saves_a_failing_case() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIP: python3 is not installed; the lax gate fixture needs it");
+    if !python3("the lax gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -253,8 +252,7 @@ fn live_fuzzing_the_embedded_reference_gate_finds_nothing() {
 
 #[test]
 fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIP: python3 is not installed; the lax gate fixture needs it");
+    if !python3("the lax gate fixture") {
         return;
     }
     // The lax gate reads duplicates last-wins, sees echo, and forwards the raw bytes.
@@ -294,8 +292,7 @@ fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
 /// without the mapping every input names a tool that gate does not have, and nothing is tested.
 #[test]
 fn live_fuzzing_spells_its_calls_the_way_a_renaming_gate_names_tools() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("SKIP: python3 is not installed; the mapping gate fixture needs it");
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

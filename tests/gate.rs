@@ -1011,12 +1011,7 @@ fn a_multi_round_trip_request_is_decided_like_a_server_request() {
 /// reference gate passes both.
 #[test]
 fn a_gate_whose_downstream_stays_dead_fails_the_probe_that_goes_through_it() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: python3 is not installed; the stays-down gate fixture needs it");
+    if !crate::util::python3("the stays-down gate fixture") {
         return;
     }
     let script = concat!(

@@ -4,7 +4,7 @@
 //! in front of the reference gate (allow-all tool policy, so the fixture's own policy decides);
 //! each of its broken modes is caught by the cases it breaks.
 
-use crate::util::{bin, run_with_report, InProcessGate, Report};
+use crate::util::{bin, python3, run_with_report, InProcessGate, Report};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -180,14 +180,6 @@ fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
     assert_eq!(trial.verdict, "warn", "{trial:?}");
 }
 
-fn python3() -> bool {
-    let ok = Command::new("python3").arg("--version").output().is_ok();
-    if !ok {
-        eprintln!("SKIP: python3 is not installed; the mapping gate fixture needs it");
-    }
-    ok
-}
-
 /// The reference gate's configuration behind the fixture: the witness policy with every tool
 /// and prompt allowed (the fixture decides on them itself).
 fn allow_all_tools(dir: &Path) -> String {
@@ -252,7 +244,7 @@ fn run_renamed(gate: &str, filter: &[&str]) -> (i32, Report) {
 /// without the mapping the allowed tool is unknown to it.
 #[test]
 fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
-    if !python3() {
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -297,7 +289,7 @@ fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
 /// denied prompt, asked for by its new name, served.
 #[test]
 fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
-    if !python3() {
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -349,7 +341,7 @@ fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
 /// each way of misreading the wrapper's members is caught by the case written for it.
 #[test]
 fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
-    if !python3() {
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -430,7 +422,7 @@ const GRANTS: &str = "--identity argument:agent_id --identity argument:principal
 /// the identity taken from a second place over the first.
 #[test]
 fn a_gate_that_decides_per_principal_is_caught_where_it_trusts_the_wrong_caller() {
-    if !python3() {
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -573,7 +565,7 @@ type Setup<'a> = (&'a [&'a str], &'a [&'a str], &'a str, Vec<String>);
 /// among them an argument trusted over the header.
 #[test]
 fn an_http_gate_is_caught_wherever_it_reads_the_caller_and_trusts_the_wrong_one() {
-    if !python3() {
+    if !python3("the mapping gate fixture") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

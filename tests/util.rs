@@ -5,6 +5,19 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// Whether `python3` runs here (the Python fixtures under `tests/fixtures/` need it); when it
+/// does not, says that `fixture` is why the calling test skips.
+pub fn python3(fixture: &str) -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIP: python3 is not installed; {fixture} needs it");
+    }
+    ok
+}
+
 /// The `mcp-gauntlet` binary cargo built for these tests.
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("mcp-gauntlet")

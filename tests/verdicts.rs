@@ -255,12 +255,7 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
 
 #[test]
 fn a_gate_the_runner_started_is_started_again_when_a_case_ends_it() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: python3 is not installed; the fragile gate fixture needs it");
+    if !crate::util::python3("the fragile gate fixture") {
         return;
     }
     // The fixture relays to the runner's witness and exits on a call of fault_close.
@@ -362,6 +357,9 @@ time.sleep(600)
 
 #[test]
 fn a_server_that_stops_reading_its_input_does_not_hold_the_runner_past_its_deadlines() {
+    if !crate::util::python3("the deaf server fixture") {
+        return;
+    }
     // The 100 MiB line fills the pipe after 64 KiB; the runner's next write (the barrier) and
     // the end of the case wait for it only until the case's deadline (6 s at this scale), then
     // the server is killed. Before, that wait had no deadline: the run lasted as long as the

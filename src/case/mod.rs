@@ -553,10 +553,14 @@ fn validate_probe(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if spec.alive_probe != AliveProbe::Downstream {
         return Ok(());
     }
-    let alive_off = [Some(&spec.expect), spec.strict.as_ref(), spec.gate.as_ref()]
-        .into_iter()
-        .flatten()
-        .any(|e| e.alive == Some(false));
+    let sets = [
+        Some(&spec.expect),
+        spec.strict.as_ref(),
+        spec.gate.as_ref(),
+        spec.prefer.as_ref(),
+        spec.modern.as_ref(),
+    ];
+    let alive_off = sets.into_iter().flatten().any(|e| e.alive == Some(false));
     if spec.session == SessionMode::None || spec.request.close_input || alive_off {
         return Err(invalid(
             path,

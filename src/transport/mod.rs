@@ -236,4 +236,10 @@ impl Observation {
             clients: None,
         }
     }
+
+    /// The trial found its target gone before it could send the case, or with it: unreachable,
+    /// or unable to open a session.
+    pub fn found_gone(&self) -> bool {
+        matches!(self.ending, Ending::Unreachable(_)) || self.setup_error.is_some()
+    }
 }
