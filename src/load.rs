@@ -11,6 +11,7 @@ use crate::target::{self, Lane};
 use crate::transport::exchange::Endpoint;
 use crate::transport::http::{exchange, sse_messages, Caps, HttpUrl, Wire};
 use crate::transport::stdio::{Line, StdioCommand, StdioProcess};
+use crate::versions::Version;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ pub struct LoadOptions {
     /// Per-request deadline.
     pub request_timeout: Duration,
     /// The protocol version asked for in initialize.
-    pub spec_version: String,
+    pub spec_version: Version,
     /// Every client numbers its requests from 1, as SDK clients do (by default each client's
     /// ids are its own): a server that matches answers to requests by id alone, across
     /// clients, then hands one client another's answer (CVE-2026-25536).
@@ -44,7 +45,7 @@ impl Default for LoadOptions {
             requests: None,
             time: None,
             request_timeout: Duration::from_secs(10),
-            spec_version: "2025-11-25".into(),
+            spec_version: crate::versions::NEWEST_LEGACY,
             same_ids: false,
             self_exe: None,
         }
@@ -133,7 +134,7 @@ enum Conn {
     Http {
         url: HttpUrl,
         session: Option<String>,
-        version: String,
+        version: Version,
     },
     Stdio(Box<StdioProcess>),
 }
@@ -151,8 +152,9 @@ impl Conn {
                 version,
             } => {
                 let is_init = msg["method"] == "initialize";
-                let v = (!is_init).then_some(version.as_str());
-                let (status, sid, m) = post(url, session.as_deref(), v, body, deadline).await?;
+                let v = (!is_init).then(|| version.to_string());
+                let (status, sid, m) =
+                    post(url, session.as_deref(), v.as_deref(), body, deadline).await?;
                 if is_init {
                     *session = sid;
                 }
@@ -201,7 +203,7 @@ async fn client(
     quota: Option<u64>,
     stop: Option<Instant>,
     timeout: Duration,
-    version: String,
+    version: Version,
 ) -> Tally {
     let mut t = Tally::default();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -281,7 +283,7 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
             LoadEndpoint::Http(url) => Conn::Http {
                 url: url.clone(),
                 session: None,
-                version: opts.spec_version.clone(),
+                version: opts.spec_version,
             },
             LoadEndpoint::Stdio(command) => {
                 match StdioCommand::parse(command).and_then(|cmd| StdioProcess::spawn(&cmd)) {
@@ -305,7 +307,7 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
             quota,
             stop,
             opts.request_timeout,
-            opts.spec_version.clone(),
+            opts.spec_version,
         )));
     }
     let mut all = Tally {
@@ -348,10 +350,10 @@ pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) 
 /// The lanes load can drive: the strict-downstream ones (personality lanes repeat a gate). A stdio
 /// command's per-case `{witness_log}` goes to a file in `tmp`.
 fn loadable(lane: &Lane, tmp: &std::path::Path) -> Option<LoadEndpoint> {
-    if lane.downstream.is_some() {
+    if lane.id.downstream.is_some() {
         return None;
     }
-    match (&lane.endpoint, lane.transport) {
+    match (&lane.endpoint, lane.id.transport) {
         (Endpoint::Http(url), TransportKind::Http) => Some(LoadEndpoint::Http(url.clone())),
         (Endpoint::Stdio { command, .. }, TransportKind::Stdio) => {
             let log = tmp.join("load-witness.jsonl");
@@ -373,7 +375,7 @@ pub fn load(opts: LoadOptions) -> Result<Vec<LaneLoad>, RunError> {
             out.push(
                 opened
                     .rt
-                    .block_on(load_lane(&endpoint, &lane.kind(), &opts)),
+                    .block_on(load_lane(&endpoint, &lane.id.to_string(), &opts)),
             );
         }
     }

@@ -226,7 +226,7 @@ struct LoadArgs {
     request_timeout: u64,
     /// The protocol version to ask for in initialize.
     #[arg(long, default_value = "2025-11-25")]
-    spec: String,
+    spec: mcp_gauntlet::versions::Version,
     /// Every client numbers its requests from 1, as SDK clients do, instead of each client
     /// having ids of its own: a server that matches answers by id alone, across clients, hands
     /// one client another's answer (counted as wrong; CVE-2026-25536).
@@ -476,8 +476,8 @@ struct WitnessArgs {
     personality: Personality,
     /// The protocol versions it speaks (comma-separated): legacy ones through initialize, modern
     /// ones per request. Default: 2025-06-18, 2025-11-25 and 2026-07-28.
-    #[arg(long, value_delimiter = ',', value_parser = parse_version)]
-    versions: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    versions: Vec<mcp_gauntlet::versions::Version>,
     /// What the canary tool answers when it runs (default CANARY-EXECUTED).
     #[arg(long)]
     canary_text: Option<String>,
@@ -487,14 +487,6 @@ struct WitnessArgs {
     /// Append a line to FILE each time the canary runs (an execution side channel).
     #[arg(long)]
     canary_log: Option<PathBuf>,
-}
-
-fn parse_version(s: &str) -> Result<String, String> {
-    if mcp_gauntlet::versions::looks_like_version(s) {
-        Ok(s.to_string())
-    } else {
-        Err(format!("`{s}` is not a YYYY-MM-DD version"))
-    }
 }
 
 fn parse_scale(s: &str) -> Result<f64, String> {

@@ -197,7 +197,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
             Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
             _ => RunProfile::One(opts.profile),
         },
-        spec: picked.versions.join(","),
+        spec: crate::versions::list(&picked.versions, ","),
         strict: opts.strict,
         spelling: opts.settings.spelling(),
     };
@@ -479,9 +479,7 @@ fn plan(
     let mut trials = Vec::new();
     for lane in lanes {
         let lane = Arc::new(lane);
-        let mut settings = settings.clone();
-        settings.spec_version = lane.version.clone();
-        let settings = Arc::new(settings);
+        let settings = Arc::new(settings.speaking(lane.id.version));
         for (index, case) in catalogue.cases.iter().enumerate() {
             // `--shard K/N`: this run takes every N-th case, starting at the K-th.
             if let Some((k, n)) = opts.shard {
@@ -495,7 +493,7 @@ fn plan(
                 continue;
             }
             let ordinal = trials.len();
-            let (name, kind) = (case.id.clone(), lane.kind());
+            let (name, kind) = (case.id.clone(), lane.id.to_string());
             if !applies(case, &lane, &settings) {
                 shared.collector.push(ordinal, lane.record(case, None, 0));
                 trials.push(
@@ -537,9 +535,9 @@ impl Drop for Counted {
 /// Whether `case` runs on `lane` at the settings' version with the run's credentials, its
 /// tool calls can be spelled through the run's call mapping, and its caller presented.
 fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
-    case.applies_to_transport(lane.transport)
-        && case.applies_to_profile(lane.profile)
-        && case.applies_to_version(&settings.spec_version)
+    case.applies_to_transport(lane.id.transport)
+        && case.applies_to_profile(lane.id.profile)
+        && case.applies_to_version(settings.spec_version)
         && !(case.spec.stateful && lane.stateless)
         && (lane.stateless || !case.spec.stateless)
         && settings.has_auth(case.spec.auth)
@@ -580,7 +578,7 @@ impl OneTrial {
             strict: shared.strict,
             secrets: &shared.secrets,
         };
-        let me = format!("[{}] {}", lane.kind(), case.id);
+        let me = format!("[{}] {}", lane.id, case.id);
         crate::sync::lock(&shared.in_flight).push(InFlight {
             ordinal: self.ordinal,
             target: Arc::as_ptr(&lane.serial) as usize,
@@ -605,14 +603,17 @@ impl OneTrial {
                 Ok(())
             }
             Decision::Fails => {
-                let text = report::redact(&v.explain(&lane.kind(), case, &obs), &shared.secrets);
+                let text = report::redact(
+                    &v.explain(&lane.id.to_string(), case, &obs),
+                    &shared.secrets,
+                );
                 record.explanation = Some(text.clone());
                 Err(Failed::from(text))
             }
             Decision::Stale => {
                 let text = format!(
                     "[{}] {}: listed in the baseline as a known failure, but it passes now: remove it from the baseline",
-                    lane.kind(), case.id
+                    lane.id, case.id
                 );
                 record.verdict = TrialVerdict::Stale;
                 record.explanation = Some(text.clone());
@@ -632,7 +633,7 @@ impl OneTrial {
         let lane = &*self.lane;
         let found_gone = obs.found_gone();
         let gone = obs.alive == Some(false) || found_gone;
-        if !gone || lane.transport != crate::case::TransportKind::Http {
+        if !gone || lane.id.transport != crate::case::TransportKind::Http {
             return;
         }
         // A gate the runner started is started again when a case leaves it unable to answer,

@@ -3,7 +3,7 @@
 //! (how to judge) read; neither owns it.
 
 use crate::case::Case;
-use crate::versions;
+use crate::versions::{self, Version};
 use std::time::Duration;
 
 /// A gate's error codes (DESIGN.md section 5): malformed input, a denied call, a failed
@@ -66,8 +66,10 @@ impl std::str::FromStr for CodeTable {
 /// Settings that do not change from case to case.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The protocol version the runner asks for in `initialize`.
-    pub spec_version: String,
+    /// The protocol version the lane speaks: what the runner asks for in `initialize` or names
+    /// in a modern request's `_meta`. A run-wide `Settings` holds the newest legacy version
+    /// until a lane derives its own ([`Settings::speaking`]).
+    pub spec_version: Version,
     /// Headers added to every HTTP request (`--header`); their values are secrets for the leak
     /// oracle and are redacted in output.
     pub extra_headers: Vec<(String, String)>,
@@ -175,9 +177,17 @@ impl Settings {
         }
     }
 
+    /// These settings for a lane (or a handshake) that speaks `version`.
+    pub fn speaking(&self, version: Version) -> Settings {
+        Settings {
+            spec_version: version,
+            ..self.clone()
+        }
+    }
+
     /// The gate's error codes in force for the version spoken.
     pub fn code_table(&self) -> CodeTable {
-        if versions::is_modern(&self.spec_version) {
+        if self.spec_version.is_modern() {
             self.modern_codes
         } else {
             self.codes
@@ -188,7 +198,7 @@ impl Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            spec_version: "2025-11-25".into(),
+            spec_version: versions::NEWEST_LEGACY,
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
             run_deadline: None,

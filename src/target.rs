@@ -5,11 +5,12 @@
 
 use crate::case::{Profile, TransportKind};
 use crate::error::RunError;
+use crate::report::LaneId;
 use crate::settings::Settings;
 use crate::transport::exchange::{self, Endpoint};
 use crate::transport::http::HttpUrl;
 use crate::transport::TransportError;
-use crate::versions::Spec;
+use crate::versions::{Spec, Version};
 use crate::witness::{self, Personality, Recorder, Witness, WitnessConfig, WitnessView};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,19 +69,13 @@ pub const WITNESS_POLICY: &str = include_str!("../fixtures/gate/witness-policy.j
 /// One way of sending cases.
 #[derive(Debug, Clone)]
 pub struct Lane {
-    pub transport: TransportKind,
-    pub profile: Profile,
+    /// Who it is: profile, transport, downstream personality, version, and its name.
+    pub id: LaneId,
     pub endpoint: Endpoint,
     /// Where the runner reads what reached the witness, when it is shared by the lane's cases.
     pub witness: Option<WitnessView>,
-    /// The personality of the runner's witness behind a gate, when not strict.
-    pub downstream: Option<Personality>,
     /// Only cases whose id starts with one of these (all cases when empty).
     pub families: Vec<&'static str>,
-    /// The protocol version its cases speak.
-    pub version: String,
-    /// Whether the run has lanes for several versions (then the version is part of its name).
-    pub version_in_name: bool,
     /// Held while a case runs on a lane that reads a shared witness record, so each case sees
     /// only its own; lanes of several versions over one witness share it.
     pub serial: Arc<tokio::sync::Mutex<()>>,
@@ -114,12 +109,7 @@ impl Lane {
         verdict: Option<&crate::verdict::Verdict>,
         elapsed_ms: u64,
     ) -> crate::report::Record {
-        let mut r =
-            crate::report::Record::new(case, self.transport, self.profile, verdict, elapsed_ms);
-        r.downstream = self.downstream.map(|p| p.as_str().to_string());
-        r.version = self.version.clone();
-        r.lane_version = self.version_in_name.then(|| self.version.clone());
-        r
+        crate::report::Record::new(case, &self.id, verdict, elapsed_ms)
     }
 
     /// Why the lane's target cannot be tested at all, if it cannot: nothing accepts connections
@@ -166,7 +156,7 @@ impl Lane {
     /// wrapped-denied family.
     fn behind(mut self, personality: Personality) -> Lane {
         if personality != Personality::Strict {
-            self.downstream = Some(personality);
+            self.id.downstream = Some(personality.as_str());
             self.families = PERSONALITY_FAMILIES.to_vec();
         }
         self
@@ -539,14 +529,10 @@ pub fn plain_lane(
     witness: Option<WitnessView>,
 ) -> Lane {
     Lane {
-        transport,
-        profile,
+        id: LaneId::new(transport, profile),
         endpoint,
         witness,
-        downstream: None,
         families: Vec::new(),
-        version: crate::versions::NEWEST_LEGACY.to_string(),
-        version_in_name: false,
         serial: Arc::new(tokio::sync::Mutex::new(())),
         stateless: false,
         died_during: Arc::new(std::sync::Mutex::new(None)),
@@ -563,7 +549,7 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
     let first = opened.lanes.first();
     // Given versions over stdio need no probe: statelessness is an HTTP matter.
     let needs_probe = !matches!(spec, Spec::These(_))
-        || first.is_some_and(|l| l.transport == TransportKind::Http);
+        || first.is_some_and(|l| l.id.transport == TransportKind::Http);
     let probe = first.filter(|_| needs_probe).map(|lane| {
         opened
             .rt
@@ -581,13 +567,13 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
         && probe.as_ref().is_some_and(exchange::Probe::speaks_nothing);
     let fallback = || {
         if speaks_nothing {
-            return vec![crate::versions::NEWEST_LEGACY.to_string()];
+            return vec![crate::versions::NEWEST_LEGACY];
         }
         eprintln!(
             "note: the target answered neither server/discover nor initialize; using {}",
             crate::versions::NEWEST_LEGACY
         );
-        vec![crate::versions::NEWEST_LEGACY.to_string()]
+        vec![crate::versions::NEWEST_LEGACY]
     };
     let versions = match spec {
         Spec::These(v) => v.clone(),
@@ -622,7 +608,7 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
 /// What [`pick_versions`] decided.
 #[derive(Debug, Clone)]
 pub struct Picked {
-    pub versions: Vec<String>,
+    pub versions: Vec<Version>,
     /// The HTTP target keeps no sessions.
     pub stateless: bool,
     /// The probe's summary when the target answered it in no way MCP does (no version accepted
@@ -640,13 +626,13 @@ pub fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
     let mut out = Vec::new();
     for v in versions {
         for lane in &lanes {
-            if lane.downstream.is_some() && Some(v) != newest {
+            if lane.id.downstream.is_some() && Some(v) != newest {
                 continue;
             }
             let mut lane = lane.clone();
-            lane.version = v.clone();
-            lane.stateless = picked.stateless && lane.transport == TransportKind::Http;
-            lane.version_in_name = several;
+            lane.id.version = *v;
+            lane.stateless = picked.stateless && lane.id.transport == TransportKind::Http;
+            lane.id.version_in_name = several;
             out.push(lane);
         }
     }
@@ -879,7 +865,7 @@ impl Restarts {
         } else {
             format!("{stopped} after this case (it or a trial beside it ended it{running})")
         };
-        let name = format!("[{}] {case_id}", lane.kind());
+        let name = format!("[{}] {case_id}", lane.id);
         let mut died = crate::sync::lock(&lane.died_during);
         if died.is_none() {
             eprintln!("the target {when}: {name}; this trial fails with the evidence");
@@ -916,18 +902,6 @@ pub struct Gone {
 }
 
 impl Lane {
-    /// Its name, shown before the case id: `[http]`, `[gate/stdio@first-wins]`,
-    /// `[http 2025-06-18]`…
-    pub fn kind(&self) -> String {
-        crate::report::LaneName {
-            profile: self.profile,
-            transport: self.transport,
-            downstream: self.downstream.map(Personality::as_str),
-            version: self.version_in_name.then_some(self.version.as_str()),
-        }
-        .to_string()
-    }
-
     /// Why a trial on this lane is not run: its target died earlier and was not brought back.
     pub fn down(&self) -> Option<String> {
         let killer = crate::sync::lock(&self.died_during).clone()?;

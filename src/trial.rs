@@ -32,12 +32,12 @@ impl Judging<'_> {
     pub fn context(&self, case: &Case, lane: &Lane) -> Context {
         let settings = self.settings;
         Context {
-            profile: lane.profile,
+            profile: lane.id.profile,
             strict: self.strict,
-            transport: lane.transport,
+            transport: lane.id.transport,
             secrets: self.secrets.to_vec(),
             codes: settings.code_table(),
-            version: settings.spec_version.clone(),
+            version: settings.spec_version,
             method: case
                 .spec
                 .request
@@ -79,7 +79,7 @@ impl Judging<'_> {
         context: &Context,
     ) -> (Observation, Held<'l>) {
         let check_alive = case
-            .expectation(lane.profile, context.narrows(), &context.version)
+            .expectation(lane.id.profile, context.narrows(), context.version)
             .alive
             .unwrap_or(true);
         let copy = match &lane.copies {

@@ -10,14 +10,136 @@
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+/// An MCP protocol version: a `YYYY-MM-DD` date, ordered as dates are, read and written (and
+/// serialized) as that string. The one parser of version text (`Version::parse`); what a server
+/// or a client sent on the wire stays text until it is read with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    year: u16,
+    month: u8,
+    day: u8,
+}
+
+/// Text that is not a version (`YYYY-MM-DD`, digits and dashes only).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a version (YYYY-MM-DD)")]
+pub struct NotAVersion(pub String);
+
+impl Version {
+    pub const fn new(year: u16, month: u8, day: u8) -> Version {
+        Version { year, month, day }
+    }
+
+    /// `YYYY-MM-DD`, digits and dashes only (not checked as a calendar date: a version is a
+    /// name that sorts as one).
+    pub fn parse(text: &str) -> Option<Version> {
+        let b = text.as_bytes();
+        let shaped = b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                _ => c.is_ascii_digit(),
+            });
+        if !shaped {
+            return None;
+        }
+        Some(Version {
+            year: text[0..4].parse().ok()?,
+            month: text[5..7].parse().ok()?,
+            day: text[8..10].parse().ok()?,
+        })
+    }
+
+    /// Of the modern era (2026-07-28 and later): no handshake, no session, every request
+    /// names its version.
+    pub fn is_modern(self) -> bool {
+        self >= MODERN_FIRST
+    }
+
+    /// One of the versions the suite runs ([`KNOWN`]).
+    pub fn is_known(self) -> bool {
+        KNOWN.contains(&self)
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+impl std::str::FromStr for Version {
+    type Err = NotAVersion;
+    fn from_str(s: &str) -> Result<Version, NotAVersion> {
+        Version::parse(s).ok_or_else(|| NotAVersion(s.to_string()))
+    }
+}
+
+impl PartialEq<str> for Version {
+    fn eq(&self, other: &str) -> bool {
+        Version::parse(other) == Some(*self)
+    }
+}
+
+impl PartialEq<&str> for Version {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl serde::Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Version, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// In a case file's schema: the string it is written as.
+impl schemars::JsonSchema for Version {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Version".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+            "description": "A protocol version, YYYY-MM-DD"
+        })
+    }
+}
+
 /// Versions the suite runs, oldest first (`--spec all`).
-pub const KNOWN: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+pub const KNOWN: &[Version] = &[Version::new(2025, 6, 18), NEWEST_LEGACY, MODERN_FIRST];
 /// The first version without a handshake.
-pub const MODERN_FIRST: &str = "2026-07-28";
+pub const MODERN_FIRST: Version = Version::new(2026, 7, 28);
 /// The newest version the suite knows.
-pub const NEWEST: &str = MODERN_FIRST;
+pub const NEWEST: Version = MODERN_FIRST;
 /// The legacy version the runner asks for in `initialize` when it probes a target.
-pub const NEWEST_LEGACY: &str = "2025-11-25";
+pub const NEWEST_LEGACY: Version = Version::new(2025, 11, 25);
+
+/// The known versions as the text they are written as (`2025-06-18, 2025-11-25, …`).
+pub fn known_list() -> String {
+    list(KNOWN, ", ")
+}
+
+/// Versions as text, `sep` between them.
+pub fn list(versions: &[Version], sep: &str) -> String {
+    versions
+        .iter()
+        .map(Version::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
 
 /// `_meta` keys of the per-request protocol fields.
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -32,19 +154,9 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 /// Methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
 pub const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
 
-/// Whether `version` is of the modern era (a `YYYY-MM-DD` string at or after 2026-07-28).
+/// Whether version text (as a message or a header carries it) names a modern version.
 pub fn is_modern(version: &str) -> bool {
-    looks_like_version(version) && version >= MODERN_FIRST
-}
-
-/// `YYYY-MM-DD`, digits and dashes only.
-pub fn looks_like_version(v: &str) -> bool {
-    let b = v.as_bytes();
-    b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            _ => c.is_ascii_digit(),
-        })
+    Version::parse(version).is_some_and(Version::is_modern)
 }
 
 /// Which versions a run uses.
@@ -58,7 +170,7 @@ pub enum Spec {
     Newest,
     /// These (one or more, comma-separated on the command line), each with its own lanes,
     /// whatever the target offers.
-    These(Vec<String>),
+    These(Vec<Version>),
 }
 
 impl std::str::FromStr for Spec {
@@ -70,14 +182,14 @@ impl std::str::FromStr for Spec {
             list => {
                 let mut out = Vec::new();
                 for v in list.split(',').map(str::trim) {
-                    if !looks_like_version(v) {
+                    let Some(v) = Version::parse(v) else {
                         return Err(format!(
                             "`{v}` is not a version (YYYY-MM-DD), `accepted`, `all` or `newest`; known: {}",
-                            KNOWN.join(", ")
+                            known_list()
                         ));
-                    }
-                    if !out.iter().any(|o| o == v) {
-                        out.push(v.to_string());
+                    };
+                    if !out.contains(&v) {
+                        out.push(v);
                     }
                 }
                 out.sort();
@@ -88,7 +200,7 @@ impl std::str::FromStr for Spec {
 }
 
 /// The `_meta` a modern request carries.
-pub fn request_meta(version: &str) -> Value {
+pub fn request_meta(version: Version) -> Value {
     json!({
         META_VERSION: version,
         META_CAPABILITIES: {},
@@ -100,7 +212,7 @@ pub fn request_meta(version: &str) -> Value {
 /// absent; a `_meta` object the case wrote keeps its members and gains the missing protocol
 /// fields; a `params` or `_meta` that is not an object is left as the case wrote it. Responses
 /// and non-objects are left alone.
-pub fn add_meta(message: &mut Value, version: &str) {
+pub fn add_meta(message: &mut Value, version: Version) {
     add_meta_value(message, &request_meta(version));
 }
 
@@ -208,22 +320,47 @@ mod tests {
     }
 
     #[test]
+    fn a_version_reads_and_writes_as_its_text_and_sorts_as_a_date() {
+        for text in ["2025-06-18", "2025-11-25", "2026-07-28", "0001-00-09"] {
+            let v: Version = text.parse().expect("a version");
+            assert_eq!(v.to_string(), text);
+            assert_eq!(serde_json::to_value(v).expect("serializes"), json!(text));
+            assert_eq!(serde_json::from_value::<Version>(json!(text)).ok(), Some(v));
+        }
+        for text in [
+            "2025-6-18",
+            "2025-06-18 ",
+            "latest",
+            "",
+            "2025/06/18",
+            "２０２５-06-18",
+        ] {
+            assert_eq!(Version::parse(text), None, "{text}");
+            assert!(serde_json::from_value::<Version>(json!(text)).is_err());
+        }
+        assert!(Version::new(2025, 6, 18) < NEWEST_LEGACY && NEWEST_LEGACY < MODERN_FIRST);
+        assert!(Version::new(2099, 1, 1).is_modern() && !NEWEST_LEGACY.is_modern());
+        assert!(KNOWN.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(known_list(), "2025-06-18, 2025-11-25, 2026-07-28");
+    }
+
+    #[test]
     fn meta_is_added_once_and_never_over_the_case() {
         let mut m =
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}});
-        add_meta(&mut m, "2026-07-28");
+        add_meta(&mut m, MODERN_FIRST);
         assert_eq!(meta_version(&m), Some(&json!("2026-07-28")));
         let mut own = json!({"jsonrpc": "2.0", "id": 1, "method": "ping",
             "params": {"_meta": {"x": 1, META_VERSION: "2099-01-01"}}});
-        add_meta(&mut own, "2026-07-28");
+        add_meta(&mut own, MODERN_FIRST);
         assert_eq!(meta_version(&own), Some(&json!("2099-01-01")));
         assert_eq!(own["params"]["_meta"]["x"], 1);
         assert!(own["params"]["_meta"][META_CAPABILITIES].is_object());
         let mut odd = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": 5}});
-        add_meta(&mut odd, "2026-07-28");
+        add_meta(&mut odd, MODERN_FIRST);
         assert_eq!(odd["params"]["_meta"], 5);
         let mut batch = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"result": {}}]);
-        add_meta(&mut batch, "2026-07-28");
+        add_meta(&mut batch, MODERN_FIRST);
         assert!(meta_version(&batch[0]).is_some());
         assert!(batch[1].get("params").is_none());
     }

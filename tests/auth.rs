@@ -7,7 +7,7 @@
 //! another issuer) fail exactly the snapshot under `tests/expect/broken-gate/auth-*.txt`
 //! (`UPDATE_EXPECT=1` refreshes), and every `auth/` case fails under at least one of them.
 
-use crate::util::{bin, check_snapshot, run_with_report, Failing, InProcessGate, Report};
+use crate::util::{bin, check_snapshot, run_with_report, version, Failing, InProcessGate, Report};
 use mcp_gauntlet::auth::Issuer;
 use reference_gate::auth::{AuthConfig, AuthFaults, Verifier};
 use reference_gate::config::GateConfig;
@@ -302,7 +302,7 @@ fn every_auth_case_can_fail() {
         let listed = BLANKET_ONLY.iter().any(|(id, _)| *id == case.id);
         let keys: Vec<String> = VERSIONS
             .split(',')
-            .filter(|v| case.applies_to_version(v))
+            .filter(|v| case.applies_to_version(version(v)))
             .map(|v| format!("{v} {}", case.id))
             .collect();
         for key in &keys {
@@ -377,7 +377,11 @@ fn the_witness_requiring_tokens_passes_with_tokens() {
     assert!(auth.len() >= 15);
     let trials: usize = VERSIONS
         .split(',')
-        .map(|v| auth.iter().filter(|c| c.applies_to_version(v)).count())
+        .map(|v| {
+            auth.iter()
+                .filter(|c| c.applies_to_version(version(v)))
+                .count()
+        })
         .sum();
     assert_eq!(auth_passes(&report), trials);
 

@@ -6,7 +6,7 @@
 //! that every applicable (case, transport) pair fails under at least one mode: a case that no
 //! wrong server can fail is a defect.
 
-use crate::util::{run_with_report, stdio_witness_command, Failing, HttpWitness};
+use crate::util::{run_with_report, stdio_witness_command, version, Failing, HttpWitness};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -191,7 +191,7 @@ fn every_case_can_fail() {
             }
             let keys: Vec<String> = VERSIONS
                 .split(',')
-                .filter(|v| case.applies_to_version(v))
+                .filter(|v| case.applies_to_version(version(v)))
                 .map(|v| format!("{} {v} {}", t.as_str(), case.id))
                 .collect();
             let caught = keys.iter().any(|k| {

@@ -7,7 +7,7 @@
 //! under at least one of them. The control runs (no defect; an engine that errors on the canary)
 //! must fail nothing.
 
-use crate::util::{bin, Failing, InProcessGate, Report};
+use crate::util::{bin, version, Failing, InProcessGate, Report};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use mcp_gauntlet::target::WITNESS_POLICY;
 use mcp_gauntlet::witness;
@@ -469,7 +469,7 @@ fn every_gate_case_can_fail() {
         .flat_map(|c| {
             VERSIONS
                 .split(',')
-                .filter(|v| c.applies_to_version(v))
+                .filter(|v| c.applies_to_version(version(v)))
                 .map(|v| format!("http {v} {}", c.id))
                 .collect::<Vec<_>>()
         })

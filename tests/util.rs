@@ -18,6 +18,11 @@ pub fn python3(fixture: &str) -> bool {
     ok
 }
 
+/// A version written in a test (`"2025-11-25"`).
+pub fn version(text: &str) -> mcp_gauntlet::versions::Version {
+    mcp_gauntlet::versions::Version::parse(text).unwrap_or_else(|| panic!("`{text}` is a version"))
+}
+
 /// The `mcp-gauntlet` binary cargo built for these tests.
 pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("mcp-gauntlet")

@@ -9,6 +9,7 @@ pub mod model;
 pub use body::Body;
 pub use model::*;
 
+use crate::versions::Version;
 use base64::Engine as _;
 use bytes::Bytes;
 use include_dir::{include_dir, Dir};
@@ -189,7 +190,7 @@ impl Case {
         self.spec.profiles.as_ref().is_none_or(|v| v.contains(&p))
     }
 
-    pub fn applies_to_version(&self, version: &str) -> bool {
+    pub fn applies_to_version(&self, version: Version) -> bool {
         self.spec
             .versions
             .as_ref()
@@ -200,7 +201,7 @@ impl Case {
     /// whose error table is known) by `gate` (or, without one, `strict`) under the gate profile
     /// and by `strict` under the server profile; then, when `version` is modern, with
     /// `modern`'s keys in force over all of them.
-    pub fn expectation(&self, profile: Profile, narrows: bool, version: &str) -> Expect {
+    pub fn expectation(&self, profile: Profile, narrows: bool, version: Version) -> Expect {
         let narrower = match profile {
             _ if !narrows => None,
             Profile::Gate => self.spec.gate.as_ref().or(self.spec.strict.as_ref()),
@@ -222,14 +223,14 @@ impl Case {
     /// The case's `prefer` set in a reading that does not narrow (see [`Case::expectation`]):
     /// what the judge checks a second time, a miss being a warning. `None` when the case has
     /// none or the reading narrows anyway.
-    pub fn preferred(&self, narrows: bool, version: &str) -> Option<Expect> {
+    pub fn preferred(&self, narrows: bool, version: Version) -> Option<Expect> {
         let p = self.spec.prefer.as_ref().filter(|_| !narrows)?;
         Some(self.modern_part(self.spec.expect.narrowed_by(p), version))
     }
 
-    fn modern_part(&self, expect: Expect, version: &str) -> Expect {
+    fn modern_part(&self, expect: Expect, version: Version) -> Expect {
         match &self.spec.modern {
-            Some(m) if crate::versions::is_modern(version) => expect.narrowed_by(m),
+            Some(m) if version.is_modern() => expect.narrowed_by(m),
             _ => expect,
         }
     }
@@ -623,16 +624,6 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     if spec.profiles.as_ref().is_some_and(Vec::is_empty) {
         return Err(invalid(path, "`profiles` is empty"));
     }
-    if let Some(v) = &spec.versions {
-        for s in v.from.iter().chain(v.to.iter()) {
-            if !is_version(s) {
-                return Err(invalid(
-                    path,
-                    format!("`versions`: `{s}` is not YYYY-MM-DD"),
-                ));
-            }
-        }
-    }
     if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
     }
@@ -849,13 +840,7 @@ fn validate_expectations(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
 /// Keys that only make sense for some versions or profiles: `handshake_version` (a legacy
 /// session), `modern` (a case reaching 2026-07-28), `gate` (a case for the gate profile).
 fn validate_version_keys(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
-    if let Some(v) = &spec.handshake_version {
-        if !crate::versions::looks_like_version(v) {
-            return Err(invalid(
-                path,
-                format!("`handshake_version`: `{v}` is not YYYY-MM-DD"),
-            ));
-        }
+    if spec.handshake_version.is_some() {
         if spec.session == SessionMode::None {
             return Err(invalid(
                 path,
@@ -865,7 +850,7 @@ fn validate_version_keys(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         let reaches_modern = spec
             .versions
             .as_ref()
-            .is_none_or(|r| r.to.as_deref().is_none_or(crate::versions::is_modern));
+            .is_none_or(|r| r.to.is_none_or(Version::is_modern));
         if reaches_modern {
             return Err(invalid(
                 path,
@@ -874,10 +859,10 @@ fn validate_version_keys(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
         }
     }
     if spec.modern.is_some()
-        && spec.versions.as_ref().is_some_and(|r| {
-            r.to.as_deref()
-                .is_some_and(|t| t < crate::versions::MODERN_FIRST)
-        })
+        && spec
+            .versions
+            .as_ref()
+            .is_some_and(|r| r.to.is_some_and(|t| !t.is_modern()))
     {
         return Err(invalid(
             path,
@@ -968,16 +953,6 @@ fn check_expect(path: &str, key: &str, e: &Expect) -> Result<(), CaseError> {
         ));
     }
     Ok(())
-}
-
-fn is_version(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 10
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && b.iter()
-            .enumerate()
-            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
 }
 
 /// The JSON Schema of a case file, generated from the model (kept in `cases/schema.json`).

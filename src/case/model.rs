@@ -1,5 +1,6 @@
 //! The case file model: the JSON format of docs/case-format.md as Rust types.
 
+use crate::versions::Version;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -105,20 +106,19 @@ impl AliveProbe {
     }
 }
 
-/// An inclusive range of protocol versions (`YYYY-MM-DD` strings compare in date order).
+/// An inclusive range of protocol versions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VersionRange {
     #[serde(default)]
-    pub from: Option<String>,
+    pub from: Option<Version>,
     #[serde(default)]
-    pub to: Option<String>,
+    pub to: Option<Version>,
 }
 
 impl VersionRange {
-    pub fn contains(&self, version: &str) -> bool {
-        self.from.as_deref().is_none_or(|f| version >= f)
-            && self.to.as_deref().is_none_or(|t| version <= t)
+    pub fn contains(&self, version: Version) -> bool {
+        self.from.is_none_or(|f| version >= f) && self.to.is_none_or(|t| version <= t)
     }
 }
 
@@ -236,7 +236,7 @@ pub struct CaseSpec {
     /// The version the runner's `initialize` asks for, when not the lane's (a legacy lane only):
     /// for cases about what a server agrees to.
     #[serde(default)]
-    pub handshake_version: Option<String>,
+    pub handshake_version: Option<Version>,
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// What the alive probe after the case asks. `ping` (the default; `server/discover` in

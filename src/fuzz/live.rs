@@ -189,15 +189,15 @@ fn case_id(model: &Smuggle, lane: &Lane) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in bytes
         .iter()
-        .chain(lane.transport.as_str().as_bytes())
-        .chain(lane.profile.as_str().as_bytes())
+        .chain(lane.id.transport.as_str().as_bytes())
+        .chain(lane.id.profile.as_str().as_bytes())
     {
         h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
     }
     format!(
         "fuzz/{}-{}-{h:016x}",
-        lane.profile.as_str(),
-        lane.transport.as_str()
+        lane.id.profile.as_str(),
+        lane.id.transport.as_str()
     )
 }
 
@@ -208,14 +208,12 @@ async fn try_model(
     lane: &Lane,
     settings: &Settings,
 ) -> Result<Option<(String, Vec<&'static str>)>, RunError> {
-    let Some(text) = case_text(model, lane.profile, lane.transport, settings) else {
+    let Some(text) = case_text(model, lane.id.profile, lane.id.transport, settings) else {
         return Ok(None);
     };
     let id = case_id(model, lane);
     let spec = case::parse_case(&format!("{id}.json"), &text)?;
-    let mut settings = settings.clone();
-    settings.spec_version = lane.version.clone();
-    let settings = &settings;
+    let settings = &settings.speaking(lane.id.version);
     let case = Case {
         id,
         spec,
@@ -236,7 +234,7 @@ async fn try_model(
         .collect();
     failed.sort_unstable();
     failed.dedup();
-    Ok((v.status == Status::Fail).then(|| (v.explain(&lane.kind(), &case, &obs), failed)))
+    Ok((v.status == Status::Fail).then(|| (v.explain(&lane.id.to_string(), &case, &obs), failed)))
 }
 
 /// Keep simplifying a failing model while a simpler one still fails: the simplest found, and
@@ -333,12 +331,12 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
             continue;
         };
         let (best, (best_expl, failed)) = shrink(rt, model, found, lane, &settings)?;
-        let why = cause(&best, &lane.kind(), &failed);
+        let why = cause(&best, &lane.id.to_string(), &failed);
         if let Some(f) = findings.iter_mut().find(|f| f.cause == why) {
             f.same_cause += 1;
             continue;
         }
-        let Some(text) = case_text(&best, lane.profile, lane.transport, &settings) else {
+        let Some(text) = case_text(&best, lane.id.profile, lane.id.transport, &settings) else {
             continue;
         };
         let saved = match &opts.save {
@@ -347,14 +345,14 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
         };
         say(format!(
             "FINDING at iteration {iterations} on [{}]: {best:?}{}",
-            lane.kind(),
+            lane.id,
             saved
                 .as_ref()
                 .map(|p| format!(" (saved as {})", p.display()))
                 .unwrap_or_default()
         ));
         findings.push(FuzzFinding {
-            lane: lane.kind(),
+            lane: lane.id.to_string(),
             model: best,
             case_json: text,
             saved,

@@ -12,6 +12,7 @@ pub use markdown::step_summary;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
+use crate::versions::Version;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
@@ -86,17 +87,12 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn new(
-        case: &Case,
-        transport: TransportKind,
-        profile: Profile,
-        verdict: Option<&Verdict>,
-        elapsed_ms: u64,
-    ) -> Record {
+    /// The record of `case` on the lane `lane` (its verdict, when it ran).
+    pub fn new(case: &Case, lane: &LaneId, verdict: Option<&Verdict>, elapsed_ms: u64) -> Record {
         Record {
             id: case.id.clone(),
-            transport,
-            profile,
+            transport: lane.transport,
+            profile: lane.profile,
             title: case.spec.title.clone(),
             requirements: case.spec.requirements.clone(),
             advisories: case.spec.advisories.clone(),
@@ -112,10 +108,20 @@ impl Record {
             error_code: verdict.and_then(|v| v.error_code),
             elapsed_ms,
             findings: verdict.map(|v| v.findings.clone()).unwrap_or_default(),
-            downstream: None,
-            version: String::new(),
-            lane_version: None,
+            downstream: lane.downstream.map(str::to_string),
+            version: lane.version.to_string(),
+            lane_version: lane.version_in_name.then(|| lane.version.to_string()),
             explanation: None,
+        }
+    }
+
+    /// The name of the lane the record is of, as the run showed it.
+    pub fn lane_name(&self) -> LaneName<'_> {
+        LaneName {
+            profile: self.profile,
+            transport: self.transport,
+            downstream: self.downstream.as_deref(),
+            version: self.lane_version.as_deref(),
         }
     }
 }
@@ -579,6 +585,46 @@ impl std::fmt::Display for RunProfile {
     }
 }
 
+/// Who a lane is: the profile it is judged by, its transport, the personality of the witness
+/// behind a gate (when not strict) and the version its cases speak, part of its name when the
+/// run has lanes for several. Owned by the lane; a record is made from it, and every output
+/// names the lane by it (`Display`: its [`LaneName`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneId {
+    pub profile: Profile,
+    pub transport: TransportKind,
+    pub downstream: Option<&'static str>,
+    pub version: Version,
+    pub version_in_name: bool,
+}
+
+impl LaneId {
+    /// A lane of the strict witness (or a target of its own) at the newest legacy version,
+    /// named without it.
+    pub fn new(transport: TransportKind, profile: Profile) -> LaneId {
+        LaneId {
+            profile,
+            transport,
+            downstream: None,
+            version: crate::versions::NEWEST_LEGACY,
+            version_in_name: false,
+        }
+    }
+}
+
+impl std::fmt::Display for LaneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let version = self.version.to_string();
+        LaneName {
+            profile: self.profile,
+            transport: self.transport,
+            downstream: self.downstream,
+            version: self.version_in_name.then_some(version.as_str()),
+        }
+        .fmt(f)
+    }
+}
+
 /// A lane's name, as libtest, JUnit, the matrix and stderr show it: `http`, `gate/stdio`,
 /// `gate/http@first-wins`, `http 2025-06-18` (in a run over several versions)…
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -608,13 +654,7 @@ impl std::fmt::Display for LaneName<'_> {
 }
 
 fn kind_of(r: &Record) -> String {
-    LaneName {
-        profile: r.profile,
-        transport: r.transport,
-        downstream: r.downstream.as_deref(),
-        version: r.lane_version.as_deref(),
-    }
-    .to_string()
+    r.lane_name().to_string()
 }
 
 /// A report read back for the matrix.

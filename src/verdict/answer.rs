@@ -73,7 +73,7 @@ impl Judge<'_> {
     /// `Mcp-Method`, and a server may refuse it for that alone (400 -32020) before reading it.
     pub(super) fn binding_refusal(&mut self) -> bool {
         let obs = self.obs;
-        let binding_refusal = crate::versions::is_modern(&self.ctx.version)
+        let binding_refusal = self.ctx.version.is_modern()
             && obs.http.as_ref().is_some_and(|h| h.status == 400)
             && !obs.sent_mcp_method
             && self.first_error_code == Some(crate::versions::HEADER_MISMATCH);

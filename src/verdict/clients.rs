@@ -207,7 +207,11 @@ mod tests {
             ],
             others,
         });
-        judge(&case, &obs, &ctx("2025-11-25", DenyStyle::Error))
+        judge(
+            &case,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        )
     }
 
     fn crossed(v: &Verdict) -> Vec<Status> {

@@ -240,10 +240,10 @@ fn forwarding_problems(
                     // `{{meta}}` by the case) is part of what the gate must forward.
                     let body_has_meta = matches!(&case.spec.request.body,
                         Some(b) if serde_json::to_string(b).is_ok_and(|t| t.contains("{{meta}}")));
-                    if crate::versions::is_modern(&ctx.version)
+                    if ctx.version.is_modern()
                         && case.spec.session == crate::case::SessionMode::Initialized
                     {
-                        crate::versions::add_meta(&mut expected, &ctx.version);
+                        crate::versions::add_meta(&mut expected, ctx.version);
                     } else if body_has_meta {
                         let meta = ctx.placeholders.get("meta").unwrap_or("{}");
                         let meta = serde_json::from_str(meta).unwrap_or_default();

@@ -17,6 +17,7 @@ use crate::case::{Case, Expect, Level, Outcome, Profile, TransportKind};
 use crate::settings::CodeTable;
 use crate::settings::DenyStyle;
 use crate::transport::{Ending, Observation};
+use crate::versions::Version;
 use serde_json::Value;
 
 /// The result of a trial.
@@ -188,7 +189,7 @@ pub struct Context {
     /// Placeholder values, for expectations that name the tools (`forwarded_json`).
     pub placeholders: crate::case::Placeholders,
     /// The protocol version the case spoke.
-    pub version: String,
+    pub version: Version,
     /// The text the denied tool answers when it runs (`--canary-text`).
     pub canary_text: String,
     /// How a gate says no to a tool call (`--deny-style`).
@@ -327,9 +328,9 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         case,
         obs,
         ctx,
-        case.expectation(ctx.profile, narrows, &ctx.version),
+        case.expectation(ctx.profile, narrows, ctx.version),
     );
-    if let Some(preferred) = case.preferred(narrows, &ctx.version) {
+    if let Some(preferred) = case.preferred(narrows, ctx.version) {
         let seen: Vec<Check> = verdict.findings.iter().map(|f| f.check).collect();
         let more: Vec<Finding> = judge_by(case, obs, ctx, preferred)
             .findings
@@ -565,7 +566,7 @@ mod tests {
     }
 
     /// A server-profile HTTP context at `version` (the clients oracle's tests use it too).
-    pub(super) fn ctx(version: &str, deny_style: DenyStyle) -> Context {
+    pub(super) fn ctx(version: Version, deny_style: DenyStyle) -> Context {
         Context {
             profile: Profile::Server,
             strict: false,
@@ -574,7 +575,7 @@ mod tests {
             codes: CodeTable::LEGACY,
             method: "POST".into(),
             placeholders: crate::case::Placeholders::default(),
-            version: version.into(),
+            version,
             canary_text: "CANARY-EXECUTED".into(),
             deny_style,
             exact_codes: false,
@@ -624,14 +625,14 @@ mod tests {
         let v = judge(
             &c,
             &answered(401, vec![oauth.clone()]),
-            &ctx("2025-11-25", DenyStyle::Error),
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
         );
         assert!(checks(&v, Status::Fail).is_empty(), "{v:?}");
         // The same document as the answer to a JSON-RPC request with 200 is malformed.
         let v = judge(
             &c,
             &answered(200, vec![oauth]),
-            &ctx("2025-11-25", DenyStyle::Error),
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
         );
         assert!(checks(&v, Status::Fail).contains(&"shape"), "{v:?}");
     }
@@ -645,15 +646,23 @@ mod tests {
         );
         let mut obs = answered(200, vec![json!({"jsonrpc": "2.0", "id": 0, "result": {}})]);
         obs.request_id = Some(json!(-0.0));
-        let mut strict = ctx("2025-11-25", DenyStyle::Error);
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let mut strict = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Warn, "{v:?}");
         assert_eq!(checks(&v, Status::Warn), vec!["shape"]);
         strict.strict = true;
         assert_eq!(judge(&c, &obs, &strict).status, Status::Fail);
         // Another number is another id.
         obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
 
@@ -667,7 +676,11 @@ mod tests {
             ],
         );
         obs.denied_ids = vec![json!(1)];
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
         // A tool error (isError) is not a run; an id no reading gives to the denied call is
         // not judged by the protocol at all.
@@ -676,10 +689,18 @@ mod tests {
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}})],
         );
         refused.denied_ids = vec![json!(1)];
-        let v = judge(&c, &refused, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &refused,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
         obs.denied_ids.clear();
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
     }
 
@@ -693,10 +714,18 @@ mod tests {
             ],
         );
         obs.denied_ids = vec![json!(1)];
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Fail);
         assert!(checks(&v, Status::Fail).contains(&"outcome"));
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Result));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Result),
+        );
         assert_eq!(v.status, Status::Pass, "{v:?}");
         assert_eq!(v.observed, Observed::Outcome(Outcome::Reject));
         // A plain successful result is an execution whatever the style.
@@ -705,7 +734,11 @@ mod tests {
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
         );
         ran.denied_ids = vec![json!(1)];
-        let v = judge(&c, &ran, &ctx("2025-11-25", DenyStyle::Result));
+        let v = judge(
+            &c,
+            &ran,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Result),
+        );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
     }
 
@@ -721,7 +754,7 @@ mod tests {
         Context {
             profile: Profile::Gate,
             exact_codes,
-            ..ctx("2025-11-25", deny_style)
+            ..ctx(crate::versions::NEWEST_LEGACY, deny_style)
         }
     }
 
@@ -975,24 +1008,36 @@ mod tests {
             c
         };
         // The denied tool ran: a must case fails, a should case warns, unless --strict.
-        let v = judge(&level("must"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &level("must"),
+            &ran,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
-        let v = judge(&level("should"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &level("should"),
+            &ran,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Warn, "{v:?}");
         assert!(checks(&v, Status::Warn).contains(&"canary"), "{v:?}");
         let v = judge(
             &level("should"),
             &ran,
-            &strict(ctx("2025-11-25", DenyStyle::Error)),
+            &strict(ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error)),
         );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
         // An info case's warning fails under --strict too, like a leak's and a 2026 code's.
-        let v = judge(&level("info"), &ran, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &level("info"),
+            &ran,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Warn, "{v:?}");
         let v = judge(
             &level("info"),
             &ran,
-            &strict(ctx("2025-11-25", DenyStyle::Error)),
+            &strict(ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error)),
         );
         assert_eq!(v.status, Status::Fail, "{v:?}");
         let legacy_code = answered(
@@ -1000,12 +1045,16 @@ mod tests {
             vec![json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32010, "message": "no"}})],
         );
         let modern = case(&DENIED_CALL.replace("-32001", "-32010"));
-        let v = judge(&modern, &legacy_code, &ctx("2026-07-28", DenyStyle::Error));
+        let v = judge(
+            &modern,
+            &legacy_code,
+            &ctx(crate::versions::MODERN_FIRST, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Warn, "{v:?}");
         let v = judge(
             &modern,
             &legacy_code,
-            &strict(ctx("2026-07-28", DenyStyle::Error)),
+            &strict(ctx(crate::versions::MODERN_FIRST, DenyStyle::Error)),
         );
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
@@ -1025,12 +1074,20 @@ mod tests {
                 ],
             )
         };
-        let v = judge(&c, &refusal(), &ctx("2026-07-28", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &refusal(),
+            &ctx(crate::versions::MODERN_FIRST, DenyStyle::Error),
+        );
         assert_eq!(v.status, Status::Pass, "{v:?}");
         // With the header sent, -32020 is judged as any other code.
         let mut sent = refusal();
         sent.sent_mcp_method = true;
-        let v = judge(&c, &sent, &ctx("2026-07-28", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &sent,
+            &ctx(crate::versions::MODERN_FIRST, DenyStyle::Error),
+        );
         assert!(checks(&v, Status::Fail).contains(&"error_code"), "{v:?}");
     }
 
@@ -1047,13 +1104,21 @@ mod tests {
             status: 400,
             messages: Vec::new(),
         }];
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(checks(&v, Status::Fail).contains(&"framing"), "{v:?}");
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
         obs.trailing_answers[0].status = 200;
         obs.trailing_answers[0].messages =
             vec![json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})];
-        let v = judge(&c, &obs, &ctx("2025-11-25", DenyStyle::Error));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
     }
 
@@ -1073,7 +1138,7 @@ mod tests {
             obs.messages.clear();
             obs
         };
-        let server = ctx("2025-11-25", DenyStyle::Error);
+        let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let v = judge(&put, &status(405), &server);
         assert_eq!(v.status, Status::Pass, "{v:?}");
         let v = judge(&put, &status(404), &server);
@@ -1083,7 +1148,7 @@ mod tests {
         // Under --strict the preferred set is the set.
         let strict = Context {
             strict: true,
-            ..ctx("2025-11-25", DenyStyle::Error)
+            ..ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error)
         };
         assert_eq!(judge(&put, &status(404), &strict).status, Status::Fail);
         // A 2xx is no refusal at all.
@@ -1108,7 +1173,7 @@ mod tests {
         let mut closed = Observation::new(TransportKind::Http);
         closed.ending = Ending::Closed;
         closed.alive = Some(true);
-        let server = ctx("2025-11-25", DenyStyle::Error);
+        let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let v = judge(&oversize(r#"["reject", "closed"]"#), &closed, &server);
         assert_eq!(v.observed, Observed::Outcome(Outcome::Closed));
         assert_eq!(v.status, Status::Warn, "{v:?}");
@@ -1143,7 +1208,7 @@ mod tests {
             });
             obs
         };
-        let server = ctx("2025-11-25", DenyStyle::Error);
+        let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let echo = refusal("Parse error: EOF while parsing an object at line 1 column 30");
         let v = judge(&c, &echo, &server);
         assert_eq!(v.status, Status::Pass, "{v:?}");
@@ -1155,7 +1220,7 @@ mod tests {
         // Where error texts are specified (the reference gate, --strict) it fails.
         let strict = Context {
             strict: true,
-            ..ctx("2025-11-25", DenyStyle::Error)
+            ..ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error)
         };
         assert_eq!(judge(&c, &echo, &strict).status, Status::Fail);
         // A path and a stack frame fail a default run on a plain server.
@@ -1180,10 +1245,14 @@ mod tests {
             )
         };
         let hinted = |obs: &Observation| {
-            judge(&c, obs, &ctx("2025-11-25", DenyStyle::Error))
-                .findings
-                .iter()
-                .any(|f| f.check == Check::Outcome && f.message.contains("--deny-style result"))
+            judge(
+                &c,
+                obs,
+                &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+            )
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Outcome && f.message.contains("--deny-style result"))
         };
         let mut denied = is_error();
         denied.denied_ids = vec![json!(1)];

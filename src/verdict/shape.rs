@@ -60,7 +60,7 @@ impl Judge<'_> {
     /// specification defines, -32002 and -32042 are retired, and -32000..-32019 are legacy
     /// codes new implementations should not use.
     pub(super) fn modern_error_codes(&mut self) {
-        if !crate::versions::is_modern(&self.ctx.version) {
+        if !self.ctx.version.is_modern() {
             return;
         }
         let codes: Vec<i64> = self
@@ -68,7 +68,7 @@ impl Judge<'_> {
             .iter()
             .filter_map(|r| r.get("error")?.get("code")?.as_i64())
             .collect();
-        let version = self.ctx.version.clone();
+        let version = self.ctx.version;
         for code in codes {
             let defined = [
                 crate::versions::HEADER_MISMATCH,

@@ -466,15 +466,15 @@ async fn post(
             // Lax mode runs requests without a session as if initialized; a stateless server
             // runs them at the version their header names (or its newest legacy one).
             negotiated: if lax {
-                Some(super::LATEST_VERSION.into())
+                Some(super::LATEST_VERSION.to_string())
             } else if stateless && !is_initialize {
                 Some(
                     headers
                         .get(VERSION)
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string)
-                        .or_else(|| w.config.newest_legacy())
-                        .unwrap_or_else(|| super::LATEST_VERSION.into()),
+                        .or_else(|| w.config.newest_legacy().map(|v| v.to_string()))
+                        .unwrap_or_else(|| super::LATEST_VERSION.to_string()),
                 )
             } else {
                 None

@@ -15,15 +15,16 @@ pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
 pub use crate::reading::Personality;
 pub use crate::record::{Event, LogReader, Recorder, WitnessView};
 
+use crate::versions::Version;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 /// Protocol versions the witness speaks unless told otherwise, oldest first: the legacy ones
 /// through `initialize`, the modern one per request.
-pub const SUPPORTED_VERSIONS: &[&str] = crate::versions::KNOWN;
+pub const SUPPORTED_VERSIONS: &[Version] = crate::versions::KNOWN;
 /// The legacy version it offers when a client asks `initialize` for one it does not speak.
-pub const LATEST_VERSION: &str = crate::versions::NEWEST_LEGACY;
+pub const LATEST_VERSION: Version = crate::versions::NEWEST_LEGACY;
 /// Largest message the strict witness reads (HTTP body or stdio line).
 pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
@@ -129,7 +130,7 @@ pub struct WitnessConfig {
     /// How it reads ambiguous JSON (the `lax-json` broken mode reads as [`Personality::Lenient`]).
     pub personality: Personality,
     /// The protocol versions it speaks; empty: [`SUPPORTED_VERSIONS`].
-    pub versions: Vec<String>,
+    pub versions: Vec<Version>,
     /// What the canary answers when it runs; `None`: [`CANARY_MARKER`]. A real server's denied
     /// tool says whatever it says, so tests use a plain text to prove the suite sees the run
     /// without the marker.
@@ -157,9 +158,9 @@ impl WitnessConfig {
     }
 
     /// The versions it speaks, oldest first.
-    pub fn versions(&self) -> Vec<String> {
+    pub fn versions(&self) -> Vec<Version> {
         if self.versions.is_empty() {
-            SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect()
+            SUPPORTED_VERSIONS.to_vec()
         } else {
             let mut v = self.versions.clone();
             v.sort();
@@ -168,23 +169,19 @@ impl WitnessConfig {
         }
     }
 
+    /// Whether it speaks the version a client wrote (`version`, as sent).
     pub fn speaks(&self, version: &str) -> bool {
-        self.versions().iter().any(|v| v == version)
+        Version::parse(version).is_some_and(|v| self.versions().contains(&v))
     }
 
     /// Whether it speaks any modern (handshake-free) version.
     pub fn speaks_modern(&self) -> bool {
-        self.versions()
-            .iter()
-            .any(|v| crate::versions::is_modern(v))
+        self.versions().iter().any(|v| v.is_modern())
     }
 
     /// The newest legacy version it speaks, if any: what `initialize` offers.
-    pub fn newest_legacy(&self) -> Option<String> {
-        self.versions()
-            .into_iter()
-            .filter(|v| !crate::versions::is_modern(v))
-            .max()
+    pub fn newest_legacy(&self) -> Option<Version> {
+        self.versions().into_iter().filter(|v| !v.is_modern()).max()
     }
 }
 
@@ -662,7 +659,7 @@ impl Witness {
                 let version = if speaks || batch_era || self.config.is(Broken::AnyVersion) {
                     requested.to_string()
                 } else {
-                    newest
+                    newest.to_string()
                 };
                 conv.negotiated = Some(version.clone());
                 Ok(Outcome::Result(json!({
@@ -1068,7 +1065,7 @@ mod tests {
 
     fn initialized() -> Conversation {
         Conversation {
-            negotiated: Some(LATEST_VERSION.into()),
+            negotiated: Some(LATEST_VERSION.to_string()),
             batches: false,
         }
     }

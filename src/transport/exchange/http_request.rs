@@ -30,9 +30,12 @@ pub(super) fn standard_headers(
         h.push(("mcp-protocol-version".into(), hs.version.clone()));
     }
     // Runner-made requests in a modern lane carry their version and mirrored headers.
-    if hs.is_none() && versions::is_modern(&settings.spec_version) {
+    if hs.is_none() && settings.spec_version.is_modern() {
         if let Some(m) = own {
-            h.push(("mcp-protocol-version".into(), settings.spec_version.clone()));
+            h.push((
+                "mcp-protocol-version".into(),
+                settings.spec_version.to_string(),
+            ));
             h.extend(versions::mirrored_headers(m));
         }
     }
@@ -120,7 +123,7 @@ pub(super) struct Sent<'a> {
     pub(super) settings: &'a Settings,
     pub(super) handshake: Option<&'a Handshake>,
     /// The modern version spoken, when the lane is modern.
-    pub(super) modern: Option<&'a str>,
+    pub(super) modern: Option<Version>,
     pub(super) placeholders: &'a Placeholders,
     pub(super) method: &'a str,
     /// Who the case says is calling (`identity/` cases).
@@ -253,8 +256,7 @@ pub(super) async fn http_handshake(
         version: result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .unwrap_or(&settings.spec_version)
-            .to_string(),
+            .map_or_else(|| settings.spec_version.to_string(), str::to_string),
         server: server_name(result),
     };
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});

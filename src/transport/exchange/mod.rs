@@ -9,7 +9,7 @@ use crate::case::{Body, BodySpec, Caller, Case, Placeholders, SessionMode};
 use crate::mapping::CallMapping;
 use crate::record::{Event, LogReader, WitnessView};
 use crate::settings::Settings;
-use crate::versions;
+use crate::versions::{self, Version};
 use base64::Engine as _;
 use reference_gate::error_chain as chain;
 use serde_json::{json, Value};
@@ -108,12 +108,12 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
             .set("meta_arguments_open", meta.arguments_opening());
     }
     p.set("allowed_arg", settings.allowed_arg.clone())
-        .set("protocol_version", settings.spec_version.clone())
+        .set("protocol_version", settings.spec_version.to_string())
         .set("session_id", "")
         .set(
             "meta",
-            if versions::is_modern(&settings.spec_version) {
-                versions::request_meta(&settings.spec_version).to_string()
+            if settings.spec_version.is_modern() {
+                versions::request_meta(settings.spec_version).to_string()
             } else {
                 "{}".to_string()
             },
@@ -297,9 +297,9 @@ fn lenient_reading(body: &Body) -> Option<Value> {
 /// The modern version this case speaks, if the lane is modern and the case wants the runner's
 /// usual setup (`session: initialized`): then the runner gives every request the per-request
 /// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
-fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
-    (versions::is_modern(&settings.spec_version) && case.spec.session == SessionMode::Initialized)
-        .then_some(settings.spec_version.as_str())
+fn modern_setup(case: &Case, settings: &Settings) -> Option<Version> {
+    (settings.spec_version.is_modern() && case.spec.session == SessionMode::Initialized)
+        .then_some(settings.spec_version)
 }
 
 /// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
@@ -309,7 +309,7 @@ fn modern_setup<'a>(case: &Case, settings: &'a Settings) -> Option<&'a str> {
 fn case_body(
     ph: &Placeholders,
     spec: Option<&BodySpec>,
-    modern: Option<&str>,
+    modern: Option<Version>,
     settings: &Settings,
     caller: Option<Caller>,
 ) -> Body {
@@ -343,11 +343,10 @@ fn case_body(
 
 /// The settings the case's handshake uses: its own `handshake_version`, when it names one.
 fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
-    let mut s = settings.clone();
-    if let Some(v) = &case.spec.handshake_version {
-        s.spec_version = v.clone();
+    match case.spec.handshake_version {
+        Some(v) => settings.speaking(v),
+        None => settings.clone(),
     }
-    s
 }
 
 /// The server a result names: `serverInfo.name` (an `initialize` result) or the `_meta`
@@ -368,7 +367,7 @@ fn server_name(result: &Value) -> Option<String> {
 /// The request the runner's alive probe and stdio barrier send: `ping`, which 2026-07-28
 /// removed; there `server/discover`, which every modern server must implement.
 fn liveness_method(settings: &Settings) -> &'static str {
-    if versions::is_modern(&settings.spec_version) {
+    if settings.spec_version.is_modern() {
         "server/discover"
     } else {
         "ping"
@@ -393,8 +392,8 @@ fn allowed_call(settings: &Settings, id: &str, text: &str) -> Value {
     if let Some(identity) = &settings.identity {
         identity.add_arguments(&mut m, None);
     }
-    if versions::is_modern(&settings.spec_version) {
-        versions::add_meta(&mut m, &settings.spec_version);
+    if settings.spec_version.is_modern() {
+        versions::add_meta(&mut m, settings.spec_version);
     }
     m
 }
@@ -416,8 +415,8 @@ fn probe_call_answered(answer: &Value) -> Result<(), String> {
 /// A runner-made request (ping, initialize) in the lane's era.
 fn own_request(settings: &Settings, id: &str, method: &str) -> Value {
     let mut m = json!({"jsonrpc": "2.0", "id": id, "method": method});
-    if versions::is_modern(&settings.spec_version) {
-        versions::add_meta(&mut m, &settings.spec_version);
+    if settings.spec_version.is_modern() {
+        versions::add_meta(&mut m, settings.spec_version);
     }
     m
 }

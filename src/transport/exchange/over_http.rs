@@ -58,7 +58,7 @@ async fn probe_exchange(
     id: &str,
 ) -> Result<(u16, Vec<Value>), ProbeFailed> {
     let deadline = Instant::now() + settings.probe_timeout;
-    let hs = if versions::is_modern(&settings.spec_version) {
+    let hs = if settings.spec_version.is_modern() {
         None
     } else {
         let hs = http_handshake(url, settings, deadline).await.map_err(|e| {

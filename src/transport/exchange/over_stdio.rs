@@ -218,7 +218,7 @@ async fn barrier(
             // A legacy `ping` must succeed; a modern barrier (`server/discover`) may be
             // refused by a dual-era server whose process the case opened in the legacy era,
             // and an answer with the barrier's id still shows the transport alive.
-            let ok = a.get("result").is_some() || versions::is_modern(&settings.spec_version);
+            let ok = a.get("result").is_some() || settings.spec_version.is_modern();
             obs.alive = check_alive.then_some(ok);
             if !ok {
                 obs.alive_detail = Some(format!("the ping after the case was answered with {a}"));

@@ -14,22 +14,23 @@ pub struct Probe {
     /// Known versions the target accepts, oldest first: modern ones listed by `server/discover`
     /// (or by its unsupported-version error), legacy ones whose `initialize` it answered with
     /// that very version.
-    pub accepted: Vec<String>,
+    pub accepted: Vec<Version>,
     /// Legacy versions it served over HTTP without issuing an `Mcp-Session-Id` (stateless).
-    pub stateless: Vec<String>,
-    /// Legacy versions it answered `initialize` for with another version (negotiated away).
-    pub countered: Vec<(String, String)>,
+    pub stateless: Vec<Version>,
+    /// Legacy versions it answered `initialize` for with another version (negotiated away),
+    /// and that version as the answer wrote it.
+    pub countered: Vec<(Version, String)>,
     /// Versions whose probe got no answer at all (a deadline passed, the connection failed)
     /// in [`PROBE_TRIES`] tries: whether the target offers them could not be told. They are
     /// not tested, and the summary says so.
-    pub unclear: Vec<String>,
+    pub unclear: Vec<Version>,
     /// The `serverInfo` names `initialize` was answered with.
     pub initialized_by: Vec<String>,
     /// The server name a `server/discover` answer gave (its `_meta` serverInfo).
     pub discovered_by: Option<String>,
     /// Legacy versions whose `initialize` got an answer agreeing to no version, with what the
     /// answer was (`HTTP 401 …`), cut short.
-    pub refused: Vec<(String, String)>,
+    pub refused: Vec<(Version, String)>,
 }
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
@@ -70,15 +71,14 @@ impl Probe {
                 if self.stateless.contains(v) {
                     format!("{v} (stateless: no Mcp-Session-Id)")
                 } else {
-                    v.clone()
+                    v.to_string()
                 }
             })
             .collect();
-        let missing: Vec<&str> = versions::KNOWN
+        let missing: Vec<Version> = versions::KNOWN
             .iter()
             .copied()
-            .filter(|v| !self.accepted.iter().any(|a| a == v))
-            .filter(|v| !self.unclear.iter().any(|u| u == v))
+            .filter(|v| !self.accepted.contains(v) && !self.unclear.contains(v))
             .collect();
         let mut line = if shown.is_empty() {
             "the target accepted no known protocol version".to_string()
@@ -88,13 +88,13 @@ impl Probe {
         if !missing.is_empty() {
             line.push_str(&format!(
                 "; not offered, not tested: {}",
-                missing.join(", ")
+                versions::list(&missing, ", ")
             ));
         }
         if !self.unclear.is_empty() {
             line.push_str(&format!(
                 "; could not tell (no answer to {PROBE_TRIES} probes), not tested: {} (name them with --spec to test them)",
-                self.unclear.join(", ")
+                versions::list(&self.unclear, ", ")
             ));
         }
         for (asked, got) in &self.countered {
@@ -116,7 +116,7 @@ impl Probe {
     /// versions itself and relays the methods it does not know.
     pub fn relayed_discover(&self) -> Option<&str> {
         let by = self.discovered_by.as_deref()?;
-        let modern = self.accepted.iter().any(|v| versions::is_modern(v));
+        let modern = self.accepted.iter().any(|v| v.is_modern());
         (modern && !self.initialized_by.is_empty() && !self.initialized_by.iter().any(|n| n == by))
             .then_some(by)
     }
@@ -130,11 +130,9 @@ impl Probe {
 /// [`Probe::unclear`], never counted as not offered.
 pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     let mut out = Probe::default();
-    let mut modern = settings.clone();
-    modern.spec_version = versions::NEWEST.to_string();
-    for v in versions::KNOWN.iter().filter(|v| !versions::is_modern(v)) {
-        let mut legacy = settings.clone();
-        legacy.spec_version = v.to_string();
+    let modern = settings.speaking(versions::NEWEST);
+    for &v in versions::KNOWN.iter().filter(|v| !v.is_modern()) {
+        let legacy = settings.speaking(v);
         let mut answer = Heard::Nothing;
         for _ in 0..PROBE_TRIES {
             answer = legacy_probe(endpoint, &legacy).await;
@@ -143,19 +141,19 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
             }
         }
         match answer {
-            Heard::Agreed(a, session, server) if a == *v => {
+            Heard::Agreed(a, session, server) if v == a.as_str() => {
                 out.initialized_by.extend(server);
-                out.accepted.push(a);
+                out.accepted.push(v);
                 if session == Some(false) {
-                    out.stateless.push(v.to_string());
+                    out.stateless.push(v);
                 }
             }
             Heard::Agreed(other, _, server) => {
                 out.initialized_by.extend(server);
-                out.countered.push((v.to_string(), other));
+                out.countered.push((v, other));
             }
-            Heard::Refused(why) => out.refused.push((v.to_string(), why)),
-            Heard::Nothing => out.unclear.push(v.to_string()),
+            Heard::Refused(why) => out.refused.push((v, why)),
+            Heard::Nothing => out.unclear.push(v),
         }
     }
     // A legacy server may leave a method it does not know unanswered over stdio: silence to
@@ -172,15 +170,12 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
         Some((listed, by)) => {
             out.discovered_by = by;
             out.accepted
-                .extend(listed.into_iter().filter(|v| versions::is_modern(v)));
+                .extend(listed.into_iter().filter(|v| v.is_modern()));
         }
         None if answered_legacy => {}
-        None => out.unclear.extend(
-            versions::KNOWN
-                .iter()
-                .filter(|v| versions::is_modern(v))
-                .map(|v| v.to_string()),
-        ),
+        None => out
+            .unclear
+            .extend(versions::KNOWN.iter().filter(|v| v.is_modern())),
     }
     out.accepted.sort();
     out.accepted.dedup();
@@ -227,7 +222,7 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
             }
         }
         Endpoint::Stdio { command, .. } => {
-            let init = initialize_request(&settings.spec_version);
+            let init = initialize_request(settings.spec_version);
             let Some(answer) = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await
             else {
                 return Heard::Nothing;
@@ -245,7 +240,7 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
 }
 
 /// The versions and the server name of a `server/discover` answer.
-fn discovered_by(messages: &[Value]) -> (Vec<String>, Option<String>) {
+fn discovered_by(messages: &[Value]) -> (Vec<Version>, Option<String>) {
     let answer = messages
         .iter()
         .find(|m| m.get("id") == Some(&json!(DISCOVER_ID)));
@@ -261,7 +256,7 @@ fn discovered_by(messages: &[Value]) -> (Vec<String>, Option<String>) {
 async fn discover_probe(
     endpoint: &Endpoint,
     modern: &Settings,
-) -> Option<(Vec<String>, Option<String>)> {
+) -> Option<(Vec<Version>, Option<String>)> {
     let discover = own_request(modern, DISCOVER_ID, "server/discover");
     match endpoint {
         Endpoint::Http(url) => {
@@ -288,7 +283,7 @@ async fn discover_probe(
 }
 
 /// The runner's `initialize` asking for `version`.
-pub(super) fn initialize_request(version: &str) -> Value {
+pub(super) fn initialize_request(version: Version) -> Value {
     json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
         "params": {"protocolVersion": version, "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}})
@@ -338,13 +333,13 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
         return Probed::UNKNOWN;
     };
     let deadline = Instant::now() + settings.probe_timeout;
-    let modern = versions::is_modern(&settings.spec_version);
+    let modern = settings.spec_version.is_modern();
     let mut order = Order::Unknown;
     let mut pace = Duration::ZERO;
     let ready = if modern {
         true
     } else {
-        proc.send(line_body(&initialize_request(&settings.spec_version)))
+        proc.send(line_body(&initialize_request(settings.spec_version)))
             .await;
         let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
         proc.send(line_body(
@@ -403,7 +398,7 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
 
 /// The known versions a `server/discover` answer (a result, or an unsupported-version error)
 /// lists.
-pub(super) fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
+pub(super) fn discovered(answer: &Value, id: &str) -> Option<Vec<Version>> {
     if answer.get("id") != Some(&json!(id)) {
         return None;
     }
@@ -417,9 +412,8 @@ pub(super) fn discovered(answer: &Value, id: &str) -> Option<Vec<String>> {
     Some(
         list.as_array()?
             .iter()
-            .filter_map(Value::as_str)
-            .filter(|v| versions::KNOWN.contains(v))
-            .map(str::to_string)
+            .filter_map(|v| Version::parse(v.as_str()?))
+            .filter(|v| v.is_known())
             .collect(),
     )
 }
@@ -435,12 +429,9 @@ mod tests {
         let (list, by) = discovered_by(&[json!({"jsonrpc": "2.0", "id": DISCOVER_ID,
             "result": {"supportedVersions": [versions::NEWEST], "_meta":
                 {"io.modelcontextprotocol/serverInfo": {"name": "behind", "version": "1"}}}})]);
-        assert_eq!(list, vec![versions::NEWEST.to_string()]);
+        assert_eq!(list, vec![versions::NEWEST]);
         let mut p = Probe {
-            accepted: vec![
-                versions::NEWEST_LEGACY.to_string(),
-                versions::NEWEST.to_string(),
-            ],
+            accepted: vec![versions::NEWEST_LEGACY, versions::NEWEST],
             initialized_by: vec!["proxy".into()],
             discovered_by: by,
             ..Probe::default()
