@@ -882,13 +882,7 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         None => Recorder::default(),
     };
     let auth = match &args.auth_config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let cfg: reference_gate::auth::AuthConfig = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not an auth configuration", path.display()))?;
-            Some(Arc::new(reference_gate::auth::Verifier::new(cfg)?))
-        }
+        Some(path) => Some(witness::process::auth_verifier(path)?),
         None => None,
     };
     let tool_scopes = args
@@ -919,24 +913,11 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         .build()?;
     rt.block_on(async move {
         if let Some(addr) = args.http {
-            let addr = tokio::net::lookup_host(&addr)
-                .await?
-                .next()
-                .with_context(|| format!("cannot resolve {addr}"))?;
             let tls = match (&args.tls_cert, &args.tls_key) {
-                (Some(cert), Some(key)) => Some(reference_gate::tls::server_config(cert, key)?),
+                (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
                 _ => None,
             };
-            let listener = tokio::net::TcpListener::bind(addr).await?;
-            let local = listener.local_addr()?;
-            let scheme = if tls.is_some() { "https" } else { "http" };
-            println!("listening {scheme}://{local}{}", witness::http::PATH);
-            use std::io::Write as _;
-            std::io::stdout().flush()?;
-            match tls {
-                Some(tls) => witness::http::serve_tls(listener, w, tls).await,
-                None => witness::http::serve(listener, w).await,
-            }
+            witness::process::serve_http(&addr, w, tls).await?;
             Ok(exit::SUCCESS)
         } else {
             match witness::stdio::serve(&w, tokio::io::stdin(), tokio::io::stdout()).await {
@@ -955,25 +936,8 @@ fn matrix(
     output: Option<PathBuf>,
     html: Option<PathBuf>,
 ) -> anyhow::Result<u8> {
-    use mcp_gauntlet::report::{self, ReportFile, REPORT_FORMAT};
-    let mut loaded = Vec::new();
-    for arg in reports {
-        let (name, path) = match arg.split_once('=') {
-            Some((n, p)) => (Some(n.to_string()), PathBuf::from(p)),
-            None => (None, PathBuf::from(&arg)),
-        };
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: ReportFile = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a report", path.display()))?;
-        anyhow::ensure!(
-            r.format == REPORT_FORMAT,
-            "{}: unknown report format {}",
-            path.display(),
-            r.format
-        );
-        loaded.push((name.unwrap_or_else(|| r.target.clone()), r));
-    }
+    use mcp_gauntlet::report::{self, ReportFile};
+    let loaded = ReportFile::read_all(&reports)?;
     let m = report::Matrix::build(&loaded);
     if let Some(p) = &html {
         std::fs::write(p, m.html()).with_context(|| format!("cannot write {}", p.display()))?;

@@ -748,6 +748,57 @@ impl Cell {
     }
 }
 
+/// Why a report could not be read back for the matrix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportReadError {
+    #[error("cannot read {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a report")]
+    NotAReport {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: unknown report format {format}")]
+    Format { path: String, format: String },
+}
+
+impl ReportFile {
+    /// The reports `args` name (`PATH`, or `NAME=PATH` to head its column NAME instead of the
+    /// report's target), each with its column's name.
+    pub fn read_all(args: &[String]) -> Result<Vec<(String, ReportFile)>, ReportReadError> {
+        let mut loaded = Vec::new();
+        for arg in args {
+            let (name, path) = match arg.split_once('=') {
+                Some((n, p)) => (Some(n.to_string()), p),
+                None => (None, arg.as_str()),
+            };
+            let text = std::fs::read_to_string(path).map_err(|source| ReportReadError::Read {
+                path: path.to_string(),
+                source,
+            })?;
+            let r: ReportFile =
+                serde_json::from_str(&text).map_err(|source| ReportReadError::NotAReport {
+                    path: path.to_string(),
+                    source,
+                })?;
+            if r.format != REPORT_FORMAT {
+                return Err(ReportReadError::Format {
+                    path: path.to_string(),
+                    format: r.format,
+                });
+            }
+            loaded.push((name.unwrap_or_else(|| r.target.clone()), r));
+        }
+        Ok(loaded)
+    }
+}
+
 /// Cases by target: one row per (lane, case), one column per report.
 #[derive(Debug, Clone)]
 pub struct Matrix {

@@ -9,6 +9,7 @@
 //! HTTP or stdio framing; `http.rs` and `stdio.rs` adapt it.
 
 pub mod http;
+pub mod process;
 pub mod stdio;
 
 pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
