@@ -150,13 +150,25 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     let settings = run_settings(&opts)?;
     let secrets = secrets_of(&settings);
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
-    let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
     // A target that never came up, or that speaks no MCP, is not tested at all (and no rule is
-    // said broken).
-    refuse_untestable(&opts, &opened, None, &secrets)?;
-    let picked = target::pick_versions(&opened, &opts.spec, &settings);
-    refuse_untestable(&opts, &opened, Some(&picked), &secrets)?;
-    opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
+    // said broken); a target `--restart-cmd` can start is left to it, and a listing needs none.
+    let check = opts.restart_cmd.is_none() && !opts.libtest_args.iter().any(|a| a == "--list");
+    let (mut opened, picked) = target::open_lanes(
+        &opts.target,
+        opts.profile,
+        opts.self_exe.as_ref(),
+        &opts.spec,
+        &settings,
+        check,
+    )
+    .map_err(|e| match e {
+        // What the target answered may echo a credential.
+        RunError::Untestable { target, reason } => RunError::Untestable {
+            target,
+            reason: report::redact(&reason, &secrets),
+        },
+        e => e,
+    })?;
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(Baseline::load(p)?)),
         None => None,
@@ -214,35 +226,6 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         records,
         not_run,
     })
-}
-
-/// Refuses a target that cannot be tested: before the versions are picked (`picked` is
-/// `None`), one that never came up; after, one whose probe found nothing MCP in its answers. A
-/// target `--restart-cmd` can start is left to it, and a listing needs no target.
-fn refuse_untestable(
-    opts: &RunOptions,
-    opened: &target::Opened,
-    picked: Option<&target::Picked>,
-    secrets: &[String],
-) -> Result<(), RunError> {
-    if opts.restart_cmd.is_some() || opts.libtest_args.iter().any(|a| a == "--list") {
-        return Ok(());
-    }
-    let reason = match picked {
-        None => opened.lanes.first().and_then(target::Lane::untestable),
-        // Every trial would fail its handshake, which says nothing of the rules.
-        Some(p) => p.nothing_spoken.as_ref().map(|found| {
-            format!("the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway")
-        }),
-    };
-    match reason {
-        // What the target answered may echo a credential.
-        Some(reason) => Err(RunError::Untestable {
-            target: opened.name.clone(),
-            reason: report::redact(&reason, secrets),
-        }),
-        None => Ok(()),
-    }
 }
 
 /// The live counter of a quiet run (drawn only on a terminal), over the trials libtest will run.

@@ -741,6 +741,42 @@ impl Opened {
     }
 }
 
+/// Open `target` for a run or a fuzz session: start it, check that it came up, probe the
+/// versions `spec` means, refuse it when it speaks no MCP (every trial would fail its handshake,
+/// which says nothing of the rules), and repeat its lanes once per version. With `check` false
+/// (a listing, a target `--restart-cmd` can start) it is not refused. Returned with what the
+/// versions probe found.
+pub fn open_lanes(
+    target: &Target,
+    profile: Profile,
+    exe: Option<&PathBuf>,
+    spec: &Spec,
+    settings: &Settings,
+    check: bool,
+) -> Result<(Opened, Picked), RunError> {
+    let mut opened = open(target, profile, exe)?;
+    let refuse = |reason: String| RunError::Untestable {
+        target: opened.name.clone(),
+        reason,
+    };
+    if let Some(reason) = opened
+        .lanes
+        .first()
+        .and_then(Lane::untestable)
+        .filter(|_| check)
+    {
+        return Err(refuse(reason));
+    }
+    let picked = pick_versions(&opened, spec, settings);
+    if let Some(found) = picked.nothing_spoken.as_ref().filter(|_| check) {
+        return Err(refuse(format!(
+            "the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway"
+        )));
+    }
+    opened.lanes = with_versions(std::mem::take(&mut opened.lanes), &picked);
+    Ok((opened, picked))
+}
+
 /// Start what `target` needs and resolve it to lanes.
 pub fn open(target: &Target, profile: Profile, exe: Option<&PathBuf>) -> Result<Opened, RunError> {
     let rt = Arc::new(

@@ -78,10 +78,9 @@ impl Judging<'_> {
         lane: &'l Lane,
         context: &Context,
     ) -> (Observation, Held<'l>) {
-        let check_alive = case
-            .expectation(lane.id.profile, context.narrows(), context.version)
-            .alive
-            .unwrap_or(true);
+        // Decided here once: the endpoint is probed after the case wherever the case needs it
+        // alive, and the judge reads what the probe saw.
+        let check_alive = context.expectation(case).alive.unwrap_or(true);
         let copy = match &lane.copies {
             Some(copies) => copies.take().await.ok(),
             None => None,

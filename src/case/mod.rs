@@ -252,6 +252,14 @@ impl Placeholders {
         self.values.get(name).map(String::as_str)
     }
 
+    /// The values of `names` that are set, to be set again elsewhere.
+    pub fn values_of(&self, names: &[&'static str]) -> Vec<(&'static str, String)> {
+        names
+            .iter()
+            .filter_map(|&n| Some((n, self.get(n)?.to_string())))
+            .collect()
+    }
+
     /// Replace every known `{{name}}` in `text`. Unknown names were refused at load time.
     pub fn apply(&self, text: &str) -> String {
         if !text.contains("{{") {

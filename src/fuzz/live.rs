@@ -281,15 +281,14 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
     let mut settings = opts.settings.clone();
     settings.exact_codes |= opts.target.runs_the_reference_gate();
-    let mut opened = target::open(&opts.target, opts.profile, opts.self_exe.as_ref())?;
-    if let Some(reason) = opened.lanes.first().and_then(Lane::untestable) {
-        return Err(RunError::Untestable {
-            target: opened.name.clone(),
-            reason,
-        });
-    }
-    let picked = target::pick_versions(&opened, &opts.spec, &opts.settings);
-    opened.lanes = target::with_versions(std::mem::take(&mut opened.lanes), &picked);
+    let (opened, _) = target::open_lanes(
+        &opts.target,
+        opts.profile,
+        opts.self_exe.as_ref(),
+        &opts.spec,
+        &opts.settings,
+        true,
+    )?;
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);
     let say = |line: String| {
         if opts.progress {

@@ -152,6 +152,13 @@ pub struct Observation {
     /// A `clients` case: every client's mark and what each of the others saw (the first
     /// client's answer is this observation's own).
     pub clients: Option<ClientsSeen>,
+    /// The placeholder values the exchange learned from the target and filled in the case's
+    /// request with (`host`, `path`, the negotiated `protocol_version`, `session_id`, the first
+    /// client's mark): the judge reads the case's expectations with the same values.
+    pub learned: Vec<(&'static str, String)>,
+    /// The `_meta` the case's request carried as the runner gave it (a modern lane's, or the
+    /// `{{meta}}` a case wrote), when it carried one: what a gate must forward with it.
+    pub meta_sent: Option<Value>,
 }
 
 /// What the clients of a `clients` case sent and got.
@@ -234,6 +241,8 @@ impl Observation {
             canary_log: None,
             memory_growth_kib: None,
             clients: None,
+            learned: Vec::new(),
+            meta_sent: None,
         }
     }
 

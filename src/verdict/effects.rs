@@ -7,7 +7,8 @@ use crate::case::TransportKind;
 impl Judge<'_> {
     /// The endpoint is alive after the case, unless the case lets it end.
     pub(super) fn alive(&mut self) {
-        if self.expect.alive.unwrap_or(true) && self.obs.alive == Some(false) {
+        // Probed only where the case needs the endpoint alive (`Judging::observe`).
+        if self.obs.alive == Some(false) {
             let message = format!(
                 "the endpoint is not alive after the case: {}",
                 self.obs.alive_detail.clone().unwrap_or_default()

@@ -236,18 +236,10 @@ fn forwarding_problems(
                 }
                 if let Some(expected) = &expect.forwarded_json {
                     let mut expected = ctx.placeholders.apply_json_value(expected);
-                    // The request's `_meta` (given by the runner in a modern lane, or written as
-                    // `{{meta}}` by the case) is part of what the gate must forward.
-                    let body_has_meta = matches!(&case.spec.request.body,
-                        Some(b) if serde_json::to_string(b).is_ok_and(|t| t.contains("{{meta}}")));
-                    if ctx.version.is_modern()
-                        && case.spec.session == crate::case::SessionMode::Initialized
-                    {
-                        crate::versions::add_meta(&mut expected, ctx.version);
-                    } else if body_has_meta {
-                        let meta = ctx.placeholders.get("meta").unwrap_or("{}");
-                        let meta = serde_json::from_str(meta).unwrap_or_default();
-                        crate::versions::add_meta_value(&mut expected, &meta);
+                    // The request's `_meta` as the runner sent it (a modern lane's, or written
+                    // as `{{meta}}` by the case) is part of what the gate must forward.
+                    if let Some(meta) = &obs.meta_sent {
+                        crate::versions::add_meta_value(&mut expected, meta);
                     }
                     // The caller's identity arguments are the gate's to keep or drop.
                     let mut v = v.clone();

@@ -207,6 +207,13 @@ impl Context {
     pub fn narrows(&self) -> bool {
         self.strict || (self.profile == Profile::Gate && self.exact_codes)
     }
+
+    /// The acceptable set in force for `case` on this lane (see [`Case::expectation`]): the one
+    /// place it is derived, for the runner's decision to probe the endpoint after the case and
+    /// for the judge.
+    pub fn expectation(&self, case: &Case) -> Expect {
+        case.expectation(self.profile, self.narrows(), self.version)
+    }
 }
 
 /// Whether a response is a tool result that says the tool failed or was refused
@@ -323,14 +330,14 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 /// with a `prefer` set is judged a second time by it (where the reading does not narrow
 /// anyway): what only that reading finds is a warning (`preferred: ...`).
 pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
-    let narrows = ctx.narrows();
-    let mut verdict = judge_by(
-        case,
-        obs,
-        ctx,
-        case.expectation(ctx.profile, narrows, ctx.version),
-    );
-    if let Some(preferred) = case.preferred(narrows, ctx.version) {
+    // The case's expectations read with the values the exchange filled its request in with.
+    let mut learned = ctx.clone();
+    for (name, value) in &obs.learned {
+        learned.placeholders.set(name, value.clone());
+    }
+    let ctx = &learned;
+    let mut verdict = judge_by(case, obs, ctx, ctx.expectation(case));
+    if let Some(preferred) = case.preferred(ctx.narrows(), ctx.version) {
         let seen: Vec<Check> = verdict.findings.iter().map(|f| f.check).collect();
         let more: Vec<Finding> = judge_by(case, obs, ctx, preferred)
             .findings

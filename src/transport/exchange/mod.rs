@@ -110,14 +110,7 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
     p.set("allowed_arg", settings.allowed_arg.clone())
         .set("protocol_version", settings.spec_version.to_string())
         .set("session_id", "")
-        .set(
-            "meta",
-            if settings.spec_version.is_modern() {
-                versions::request_meta(settings.spec_version).to_string()
-            } else {
-                "{}".to_string()
-            },
-        )
+        .set("meta", meta_placeholder(settings).to_string())
         .set(
             "code_malformed",
             settings.code_table().malformed.to_string(),
@@ -195,6 +188,7 @@ pub async fn run_case(
         }
     };
     obs.elapsed = started.elapsed();
+    obs.meta_sent = meta_sent(case, settings);
     if let (Some(path), Some(start)) = (&settings.canary_log, log_start) {
         obs.canary_log = Some(appended_since(path, start));
     }
@@ -292,6 +286,39 @@ fn lenient_reading(body: &Body) -> Option<Value> {
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
     let mut values = crate::reading::read(crate::reading::Personality::Lenient, &bytes).ok()?;
     (values.len() == 1).then(|| values.remove(0))
+}
+
+/// What `{{meta}}` stands for: the modern `_meta` in a modern lane, else an empty object.
+fn meta_placeholder(settings: &Settings) -> Value {
+    if settings.spec_version.is_modern() {
+        versions::request_meta(settings.spec_version)
+    } else {
+        json!({})
+    }
+}
+
+/// The placeholders an exchange fills in from what it learned of the target.
+const LEARNED: &[&str] = &[
+    "host",
+    "path",
+    "path_upper",
+    "protocol_version",
+    "session_id",
+    "client",
+];
+
+/// The `_meta` the case's request carries as the runner gives it: the modern lane's (added to
+/// a case with the usual setup), else the `{{meta}}` placeholder's where the case writes it.
+fn meta_sent(case: &Case, settings: &Settings) -> Option<Value> {
+    if let Some(version) = modern_setup(case, settings) {
+        return Some(versions::request_meta(version));
+    }
+    let written = case.spec.request.body.as_ref().is_some_and(|b| {
+        serde_json::to_string(b)
+            .expect("a case body serializes")
+            .contains("{{meta}}")
+    });
+    written.then(|| meta_placeholder(settings))
 }
 
 /// The modern version this case speaks, if the lane is modern and the case wants the runner's

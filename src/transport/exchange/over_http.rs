@@ -118,6 +118,7 @@ pub(super) async fn run_http(
     if let Some(m) = &marks {
         ph.set("client", m[0].clone());
     }
+    obs.learned = ph.values_of(LEARNED);
     let req = &spec.request;
     let method = req.method.clone().unwrap_or_else(|| "POST".into());
     let sent = Sent {

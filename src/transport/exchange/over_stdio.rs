@@ -48,6 +48,7 @@ pub(super) async fn run_stdio(
             return obs;
         }
     }
+    obs.learned = ph.values_of(LEARNED);
     let mark = witness.map(WitnessView::mark);
     // Memory is watched only for cases that bound it.
     let memory = proc
