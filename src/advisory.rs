@@ -44,7 +44,7 @@ impl Advisory {
     }
 
     /// `Go github.com/modelcontextprotocol/go-sdk < 1.4.0, fixed in 1.4.0`.
-    pub fn affects(&self) -> String {
+    pub(crate) fn affects(&self) -> String {
         let fixed = self
             .fixed
             .as_ref()
@@ -56,7 +56,7 @@ impl Advisory {
     }
 
     /// Whether `id` names this advisory (its id or an alias, ASCII case ignored).
-    pub fn is_named(&self, id: &str) -> bool {
+    pub(crate) fn is_named(&self, id: &str) -> bool {
         std::iter::once(&self.id)
             .chain(&self.aliases)
             .any(|a| a.eq_ignore_ascii_case(id))
@@ -74,7 +74,7 @@ struct AdvisoriesFile {
 /// Why the advisory catalogue (`cases/advisories.json`) cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum CatalogueError {
+pub(crate) enum CatalogueError {
     #[error("cases/advisories.json is not a valid advisory catalogue: {0}")]
     Syntax(String),
     #[error("cases/advisories.json: `{0}` is not an advisory id (CVE-YYYY-N, GHSA-xxxx-xxxx-xxxx, RUSTSEC-YYYY-NNNN, owner/repo#N)")]
@@ -84,7 +84,7 @@ pub enum CatalogueError {
 }
 
 /// Parse and check a catalogue: every id and alias well formed, none named twice.
-pub fn parse_catalogue(text: &str) -> Result<Vec<Advisory>, CatalogueError> {
+pub(crate) fn parse_catalogue(text: &str) -> Result<Vec<Advisory>, CatalogueError> {
     let file: AdvisoriesFile =
         serde_json::from_str(text).map_err(|e| CatalogueError::Syntax(e.to_string()))?;
     let mut seen = std::collections::BTreeSet::new();

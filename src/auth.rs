@@ -132,7 +132,10 @@ impl Issuer {
 
     /// The algorithm-confusion token: HS256, its secret the issuer's public key (PEM), the way
     /// a validator that lets the token pick the algorithm would check it.
-    pub fn mint_hmac_with_public_key(&self, claims: &Claims) -> Result<String, AuthInputError> {
+    pub(crate) fn mint_hmac_with_public_key(
+        &self,
+        claims: &Claims,
+    ) -> Result<String, AuthInputError> {
         let mut header = Header::new(Algorithm::HS256);
         header.kid = Some(self.kid.clone());
         let key = EncodingKey::from_secret(self.key.public_key_pem().as_bytes());
@@ -148,14 +151,14 @@ fn parts(token: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// `token` re-headed with `alg: none` and its signature dropped (same claims).
-pub fn alg_none(token: &str) -> Result<String, AuthInputError> {
+pub(crate) fn alg_none(token: &str) -> Result<String, AuthInputError> {
     let (_, payload, _) = parts(token).ok_or(AuthInputError::NotAJwt)?;
     let header = B64.encode(br#"{"alg":"none","typ":"JWT"}"#);
     Ok(format!("{header}.{payload}."))
 }
 
 /// `token` with its signature's bytes changed (same header and claims).
-pub fn bad_signature(token: &str) -> Result<String, AuthInputError> {
+pub(crate) fn bad_signature(token: &str) -> Result<String, AuthInputError> {
     let (header, payload, sig) = parts(token).ok_or(AuthInputError::NotAJwt)?;
     let mut bytes = B64.decode(sig).map_err(|_| AuthInputError::NotAJwt)?;
     if bytes.is_empty() {

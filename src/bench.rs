@@ -32,7 +32,7 @@ struct Params {
 }
 
 /// A `tools/call` of about `size` bytes with varied arguments.
-pub fn sample_call(size: usize) -> Vec<u8> {
+pub(crate) fn sample_call(size: usize) -> Vec<u8> {
     let mut args = String::new();
     let mut i = 0;
     while args.len() + 120 < size {
@@ -47,7 +47,7 @@ pub fn sample_call(size: usize) -> Vec<u8> {
 
 /// One canonicalization measurement.
 #[derive(Debug, Clone)]
-pub struct CanonicalFigure {
+pub(crate) struct CanonicalFigure {
     pub bytes: usize,
     pub canonical_us: f64,
     pub serde_us: f64,
@@ -56,7 +56,7 @@ pub struct CanonicalFigure {
 }
 
 /// Canonical parse + serialize against serde_json typed parsing, best of five rounds.
-pub fn canonical_vs_serde(size: usize) -> CanonicalFigure {
+pub(crate) fn canonical_vs_serde(size: usize) -> CanonicalFigure {
     let msg = sample_call(size);
     let limits = Limits {
         max_bytes: 64 << 20,

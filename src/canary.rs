@@ -5,6 +5,6 @@
 /// The canary tool.
 pub const CANARY_TOOL: &str = "delete_everything";
 /// The prompt no rule allows (the witness serves a secret in it).
-pub const DENIED_PROMPT: &str = "leak_secrets";
+pub(crate) const DENIED_PROMPT: &str = "leak_secrets";
 /// What the canary answers, so a response shows it ran.
 pub const CANARY_MARKER: &str = "CANARY-EXECUTED";

@@ -90,7 +90,7 @@ pub struct Identity {
 }
 
 /// The principal no gate knows, for `caller: unknown`.
-pub const UNKNOWN_PRINCIPAL: &str = "gauntlet-unknown-principal";
+pub(crate) const UNKNOWN_PRINCIPAL: &str = "gauntlet-unknown-principal";
 
 impl Identity {
     pub fn new(
@@ -123,7 +123,7 @@ impl Identity {
 
     /// The values that are credentials, never to be shown or to reach a downstream: the
     /// minted tokens, and under an opaque bearer place the principals themselves.
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         let mut out: Vec<String> = self.minted.values().cloned().collect();
         if self.opaque_bearer() {
             out.push(self.principal.clone());
@@ -133,7 +133,7 @@ impl Identity {
     }
 
     /// Where the caller is said and as whom, in words (an opaque token's principal unnamed).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let places: Vec<String> = self
             .places
             .iter()
@@ -201,7 +201,7 @@ impl Identity {
     /// What a request presents at each place: the run's principal at the first, unless the
     /// case's `caller` says otherwise (`None` when the case needs a granted principal the run
     /// was not given).
-    pub fn presented(&self, caller: Option<Caller>) -> Vec<(&Place, String)> {
+    pub(crate) fn presented(&self, caller: Option<Caller>) -> Vec<(&Place, String)> {
         let first = &self.places[0];
         let granted = self.granted.clone().unwrap_or_default();
         match caller {
@@ -218,7 +218,7 @@ impl Identity {
     }
 
     /// The header names among the places (`authorization` for a bearer place).
-    pub fn header_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn header_names(&self) -> impl Iterator<Item = &str> {
         self.places.iter().filter_map(|p| match p {
             Place::Header(n) => Some(n.as_str()),
             Place::Bearer => Some("authorization"),
@@ -227,7 +227,7 @@ impl Identity {
     }
 
     /// The argument names among the places.
-    pub fn argument_names(&self) -> Vec<String> {
+    pub(crate) fn argument_names(&self) -> Vec<String> {
         self.places
             .iter()
             .filter_map(|p| match p {
@@ -269,7 +269,7 @@ impl Identity {
 
     /// Put `caller`'s identity arguments into every `tools/call` of `message` (one message or
     /// a batch), beside the call's own arguments.
-    pub fn add_arguments(&self, message: &mut Value, caller: Option<Caller>) {
+    pub(crate) fn add_arguments(&self, message: &mut Value, caller: Option<Caller>) {
         let presented: Vec<(String, String)> = self
             .presented(caller)
             .into_iter()
@@ -300,7 +300,7 @@ impl Identity {
     /// Whether `case` can be sent as this identity: a case about the caller needs what it
     /// presents (a granted principal, a second place), and through an identity argument a body
     /// that is text must make no tool call (only JSON bodies get the argument).
-    pub fn can_send(this: Option<&Identity>, case: &CaseSpec) -> bool {
+    pub(crate) fn can_send(this: Option<&Identity>, case: &CaseSpec) -> bool {
         let Some(id) = this else {
             return case.caller.is_none();
         };

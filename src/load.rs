@@ -9,7 +9,7 @@ use crate::error::RunError;
 use crate::target::Target;
 use crate::target::{self, Lane};
 use crate::transport::exchange::Endpoint;
-use crate::transport::http::{exchange, sse_messages, Caps, HttpUrl, Wire};
+use crate::transport::http::{exchange, sse_messages, HttpUrl, SseRead, Wire};
 use crate::transport::stdio::{Line, StdioCommand, StdioProcess};
 use crate::versions::Version;
 use serde_json::{json, Value};
@@ -111,7 +111,7 @@ async fn post(
         body: Body::from_bytes(body),
         chunked: false,
     };
-    let resp = exchange(url, wire, Caps::default(), deadline, false)
+    let resp = exchange(url, wire, deadline, SseRead::ToFirstResponse)
         .await
         .ok()?;
     if resp.timed_out || resp.cut_short || resp.truncated {
@@ -260,14 +260,14 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// Where a lane's clients connect.
 #[derive(Debug, Clone)]
-pub enum LoadEndpoint {
+pub(crate) enum LoadEndpoint {
     Http(HttpUrl),
     /// A stdio server command, started once per client.
     Stdio(String),
 }
 
 /// Load one lane.
-pub async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) -> LaneLoad {
+pub(crate) async fn load_lane(endpoint: &LoadEndpoint, name: &str, opts: &LoadOptions) -> LaneLoad {
     let clients = opts.concurrency.max(1);
     let (per, extra) = match opts.requests {
         Some(n) => (Some(n / clients as u64), n % clients as u64),

@@ -101,7 +101,7 @@ impl CallMapping {
     }
 
     /// How this mapping spells calls, in words (`None`: every name as it is).
-    pub fn describe(&self) -> Option<String> {
+    pub(crate) fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
         if let Some(t) = &self.name {
             parts.push(format!("tools named `{}`", t.replace(SERVER, &self.server)));
@@ -122,7 +122,7 @@ impl CallMapping {
     }
 
     /// The name the gate knows downstream prompt `prompt` by.
-    pub fn spelled_prompt(&self, prompt: &str) -> String {
+    pub(crate) fn spelled_prompt(&self, prompt: &str) -> String {
         match &self.prompt {
             None => prompt.to_string(),
             Some(t) => t.replace(SERVER, &self.server).replacen(PROMPT, prompt, 1),
@@ -130,7 +130,7 @@ impl CallMapping {
     }
 
     /// Every tool is called by its own name.
-    pub fn is_direct(&self) -> bool {
+    pub(crate) fn is_direct(&self) -> bool {
         self.name.is_none() && self.meta.is_none()
     }
 
@@ -171,7 +171,7 @@ impl CallMapping {
 
     /// Rewrite every `tools/call` in `message` (one message or a batch) into the gate's
     /// spelling, whatever tool it names; its other members (`_meta`) stay where they are.
-    pub fn rewrite(&self, message: &mut Value) {
+    pub(crate) fn rewrite(&self, message: &mut Value) {
         if self.is_direct() {
             return;
         }
@@ -201,7 +201,7 @@ impl CallMapping {
     }
 
     /// The downstream tool a `tools/call`'s `params` name through the gate, if any.
-    pub fn called_tool(&self, params: &Value) -> Option<String> {
+    pub(crate) fn called_tool(&self, params: &Value) -> Option<String> {
         let name = params.get("name").and_then(Value::as_str)?;
         match &self.meta {
             None => self.unspelled(name),
@@ -236,7 +236,7 @@ impl CallMapping {
     /// calls must name the tools by placeholder, and through a meta-tool it must make no tool
     /// call at all, unless it is written for meta-tools (`"mapping": "meta-tool"`, which apply
     /// only then). Any other case's trials are not applicable.
-    pub fn can_send(&self, case: &CaseSpec) -> bool {
+    pub(crate) fn can_send(&self, case: &CaseSpec) -> bool {
         if case.mapping == Some(MappingNeed::MetaTool) {
             return self.meta.is_some();
         }
@@ -356,19 +356,19 @@ impl MetaTool {
     }
 
     /// The member of its arguments that names the tool.
-    pub fn tool_key(&self) -> &str {
+    pub(crate) fn tool_key(&self) -> &str {
         &self.tool_key
     }
 
     /// The member of its arguments that carries the tool's arguments.
-    pub fn arguments_key(&self) -> &str {
+    pub(crate) fn arguments_key(&self) -> &str {
         &self.arguments_key
     }
 
     /// The opening of its arguments object as JSON text, up to where the tool's member goes:
     /// `{` and the template's fixed members, each followed by a comma
     /// (`{"server":"lab",`). A case written for meta-tools spells the rest itself.
-    pub fn arguments_opening(&self) -> String {
+    pub(crate) fn arguments_opening(&self) -> String {
         let mut out = String::from("{");
         for (k, v) in &self.template {
             if *k == self.tool_key || *k == self.arguments_key {

@@ -22,7 +22,7 @@ pub fn line(done: usize, total: usize, elapsed: Duration) -> String {
 }
 
 /// The drawing thread; dropping it stops the thread and clears the line.
-pub struct Progress {
+pub(crate) struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -30,7 +30,7 @@ pub struct Progress {
 impl Progress {
     /// Starts drawing `done` (trials finished, counted by the runner) against `total`, when
     /// stdout and stderr are both terminals; `None` otherwise.
-    pub fn on_terminal(total: usize, done: Arc<AtomicUsize>) -> Option<Progress> {
+    pub(crate) fn on_terminal(total: usize, done: Arc<AtomicUsize>) -> Option<Progress> {
         if !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()) {
             return None;
         }

@@ -12,7 +12,7 @@ use std::fmt;
 /// witness runs in the broken `leaky` mode).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("not JSON: {detail}")]
-pub struct NotJson {
+pub(crate) struct NotJson {
     pub detail: String,
 }
 
@@ -222,7 +222,7 @@ impl<'de, R: OnDuplicate> Visitor<'de> for ReadVisitor<R> {
 /// Every message some reading of `bytes` finds, each passed to `visit`: every personality's
 /// reading of the whole text (a BOM skipped) and, when it has several lines, of each line; the
 /// items of a batch one by one. What a server of any kind may take from the bytes.
-pub fn each_message_read(bytes: &[u8], mut visit: impl FnMut(&Value)) {
+pub(crate) fn each_message_read(bytes: &[u8], mut visit: impl FnMut(&Value)) {
     let stripped = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let pieces = std::iter::once(stripped).chain(
         stripped
@@ -258,7 +258,7 @@ pub struct DetectedId {
 /// UTF-8, of the bytes with invalid sequences replaced. Syntax a lenient reader repairs (a
 /// comment, a trailing comma, `NaN`), a batch, a concatenation, readings that disagree (a
 /// duplicated `id`), a fraction or any other type: none.
-pub fn detectable_id(bytes: &[u8]) -> Option<DetectedId> {
+pub(crate) fn detectable_id(bytes: &[u8]) -> Option<DetectedId> {
     // An escaped lone surrogate (`"\ud800"`) is JSON by its grammar (RFC 8259 section 8.2 only
     // says what it decodes to is unpredictable); the readers here refuse it, so it is read as
     // U+FFFD.
@@ -274,7 +274,7 @@ pub fn detectable_id(bytes: &[u8]) -> Option<DetectedId> {
 /// `NaN`, comments, invalid UTF-8 replaced: the lenient personality): where no plain reading
 /// finds one ([`detectable_id`]), a gate that read such a body so and refused it answers with
 /// this id.
-pub fn repaired_id(bytes: &[u8]) -> Option<Value> {
+pub(crate) fn repaired_id(bytes: &[u8]) -> Option<Value> {
     let values = read(Personality::Lenient, bytes).ok()?;
     let [Value::Object(o)] = values.as_slice() else {
         return None;
@@ -372,7 +372,7 @@ fn wide_text(bytes: &[u8]) -> Option<String> {
 
 /// Strict reading: exactly one JSON value in UTF-8, no BOM, no duplicate member names (compared
 /// after unescaping), no lone surrogates, nesting at most 128 deep, nothing after the value.
-pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
+pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let Read::<Refuse>(v, _) = Read::deserialize(&mut de).map_err(|e| NotJson {
         detail: e.to_string(),
@@ -388,7 +388,7 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, NotJson> {
 /// skipped, comments and trailing commas removed, single quotes taken as double, `NaN` and
 /// `Infinity` read as numbers, duplicate keys last-wins, and every value of a concatenated stream
 /// returned. It exists so the tests can show which cases catch such a server.
-pub fn parse_lax(bytes: &[u8]) -> Result<Vec<Value>, NotJson> {
+pub(crate) fn parse_lax(bytes: &[u8]) -> Result<Vec<Value>, NotJson> {
     let text = match wide_text(bytes) {
         Some(t) => std::borrow::Cow::Owned(t),
         None => String::from_utf8_lossy(bytes),
@@ -494,7 +494,7 @@ fn text_at(chars: &[char], i: usize, word: &str) -> bool {
 }
 
 /// Deepest nesting of arrays and objects in `bytes`, counted outside strings.
-pub fn nesting_depth(bytes: &[u8]) -> usize {
+pub(crate) fn nesting_depth(bytes: &[u8]) -> usize {
     let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
     for &b in bytes {
         if in_str {
@@ -522,7 +522,7 @@ pub fn nesting_depth(bytes: &[u8]) -> usize {
 /// One JSON value from an answer's bytes. JSON allows an escaped lone surrogate (`"\ud800"`),
 /// which serde_json refuses: such a text is read with the escape replaced by U+FFFD, so an
 /// answer that echoes one is still a JSON-RPC answer. Raw invalid UTF-8 is still not JSON.
-pub fn answer_json(bytes: &[u8]) -> Option<Value> {
+pub(crate) fn answer_json(bytes: &[u8]) -> Option<Value> {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(v) => Some(v),
         Err(_) => serde_json::from_slice(&replace_lone_surrogate_escapes(bytes)?).ok(),
@@ -531,7 +531,7 @@ pub fn answer_json(bytes: &[u8]) -> Option<Value> {
 
 /// `bytes` with every `\uD800`–`\uDFFF` escape that is not half of a pair replaced by
 /// `\uFFFD`; `None` when there is none.
-pub fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn replace_lone_surrogate_escapes(bytes: &[u8]) -> Option<Vec<u8>> {
     let hex = |b: &[u8]| -> Option<u16> {
         let s = std::str::from_utf8(b).ok()?;
         u16::from_str_radix(s, 16).ok()

@@ -119,7 +119,7 @@ impl LogReader {
     }
 
     /// All events in the log; lines that do not parse are skipped (a line being written).
-    pub fn events(&self) -> Vec<Event> {
+    pub(crate) fn events(&self) -> Vec<Event> {
         let Ok(text) = std::fs::read_to_string(&self.path) else {
             return Vec::new();
         };

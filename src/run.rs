@@ -102,7 +102,7 @@ pub struct RunOutcome {
 }
 
 /// Parse `--header 'Name: value'`.
-pub fn parse_header(h: &str) -> Result<(String, String), RunError> {
+pub(crate) fn parse_header(h: &str) -> Result<(String, String), RunError> {
     let (k, v) = h
         .split_once(':')
         .ok_or_else(|| RunError::BadHeader("(redacted)".into()))?;
@@ -462,7 +462,7 @@ fn plan(
     let mut trials = Vec::new();
     for lane in lanes {
         let lane = Arc::new(lane);
-        let settings = Arc::new(settings.speaking(lane.id.version));
+        let settings = Arc::new(lane.settings(settings));
         for (index, case) in catalogue.cases.iter().enumerate() {
             // `--shard K/N`: this run takes every N-th case, starting at the K-th.
             if let Some((k, n)) = opts.shard {
@@ -689,7 +689,7 @@ fn write_outputs(
         write(path, report::junit(info, records))?;
     }
     if let Some(path) = &opts.sarif {
-        write(path, report::sarif::sarif(info, records, catalogue))?;
+        write(path, report::sarif(info, records, catalogue))?;
     }
     if let Some(path) = &opts.summary_md {
         // Redacted before the Markdown escapes anything (a secret holding `_` or `&` would no

@@ -31,7 +31,7 @@ impl CodeTable {
     };
 
     /// The code a case's placeholder names (`{{code_denied}}`, ...), or `None`.
-    pub fn by_placeholder(&self, placeholder: &str) -> Option<i64> {
+    pub(crate) fn by_placeholder(&self, placeholder: &str) -> Option<i64> {
         match placeholder {
             "{{code_malformed}}" => Some(self.malformed),
             "{{code_denied}}" => Some(self.denied),
@@ -151,13 +151,13 @@ impl Settings {
     /// How long `case` may take: its own `timeout_ms` times `timeout_scale`, else
     /// `case_timeout` (scaled already).
     /// When a case started now must be over: its own deadline, or the run's end if sooner.
-    pub fn case_ends(&self, case: &Case) -> tokio::time::Instant {
+    pub(crate) fn case_ends(&self, case: &Case) -> tokio::time::Instant {
         let own = tokio::time::Instant::now() + self.case_deadline(case);
         self.run_deadline
             .map_or(own, |end| own.min(tokio::time::Instant::from_std(end)))
     }
 
-    pub fn case_deadline(&self, case: &Case) -> Duration {
+    pub(crate) fn case_deadline(&self, case: &Case) -> Duration {
         case.spec.timeout_ms.map_or(self.case_timeout, |ms| {
             Duration::from_millis(ms).mul_f64(self.timeout_scale)
         })
@@ -165,7 +165,7 @@ impl Settings {
 
     /// Whether the run knows enough of the endpoint's authorization for a case that needs
     /// `need`.
-    pub fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
+    pub(crate) fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
         use crate::case::AuthNeed;
         let has = |name: &str| self.auth_tokens.iter().any(|(n, _)| *n == name);
         match need {
@@ -186,7 +186,7 @@ impl Settings {
     }
 
     /// The gate's error codes in force for the version spoken.
-    pub fn code_table(&self) -> CodeTable {
+    pub(crate) fn code_table(&self) -> CodeTable {
         if self.spec_version.is_modern() {
             self.modern_codes
         } else {

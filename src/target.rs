@@ -45,7 +45,7 @@ pub enum Target {
 impl Target {
     /// Whether the gate lanes are the reference gate, whose error table is known (the embedded
     /// default); any other gate is judged fail-closed unless `--gate-codes` gives its table.
-    pub fn runs_the_reference_gate(&self) -> bool {
+    pub(crate) fn runs_the_reference_gate(&self) -> bool {
         matches!(self, Target::Embedded)
     }
 
@@ -54,7 +54,7 @@ impl Target {
     /// targets the runner serves itself and copies for each trial: several per core. Any other
     /// target gets libtest's default, one per core (`None`), so a server under test is not
     /// pushed harder than asked.
-    pub fn default_jobs(&self) -> Option<usize> {
+    pub(crate) fn default_jobs(&self) -> Option<usize> {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         matches!(self, Target::Embedded).then_some(cores * EMBEDDED_JOBS_PER_CORE)
     }
@@ -94,12 +94,17 @@ pub struct Lane {
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
-pub const PERSONALITY_FAMILIES: &[&str] = &["smuggling/"];
+pub(crate) const PERSONALITY_FAMILIES: &[&str] = &["smuggling/"];
 
 impl Lane {
     /// Whether this lane runs the case `id`.
     pub fn takes(&self, id: &str) -> bool {
         self.families.is_empty() || self.families.iter().any(|f| id.starts_with(f))
+    }
+
+    /// The run's settings as this lane's cases speak: in its version.
+    pub(crate) fn settings(&self, run: &Settings) -> Settings {
+        run.speaking(self.id.version)
     }
 
     /// A record of a case on this lane (its verdict, when it ran).
@@ -325,7 +330,7 @@ impl Copies {
     }
 
     /// A copy whose trial has ended.
-    pub fn give_back(&self, copy: Instance) {
+    pub(crate) fn give_back(&self, copy: Instance) {
         crate::sync::lock(&self.free).push(copy);
     }
 }
@@ -406,7 +411,12 @@ fn in_process_gate(
 
 /// A stdio gate: `{downstream_cmd}` in `template` becomes a stdio witness of `personality`
 /// logging per case, as one shell-quoted string; `{downstream_argv}` the same command as words.
-pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Personality) -> Lane {
+pub(crate) fn gate_stdio_lane(
+    template: &str,
+    exe: &Path,
+    tmp: &Path,
+    personality: Personality,
+) -> Lane {
     let witness = stdio_witness_command(exe, personality);
     // `{downstream_argv}`: the same command as separate words, for gates that take their
     // downstream as an argument list (`my-gate -- {downstream_argv}`), not through a shell.
@@ -428,7 +438,7 @@ pub fn gate_stdio_lane(template: &str, exe: &Path, tmp: &Path, personality: Pers
 /// An HTTP gate the runner starts: `{downstream_url}` is an in-process witness of
 /// `personality`, `{port}` a free loopback port where the gate must serve `/mcp`. Waits
 /// (bounded) until the port accepts.
-pub fn gate_http_lane(
+pub(crate) fn gate_http_lane(
     template: &str,
     rt: &Runtime,
     keep: &mut Keep,
@@ -522,7 +532,7 @@ impl GateProcess {
 }
 
 /// A plain HTTP or stdio target.
-pub fn plain_lane(
+pub(crate) fn plain_lane(
     transport: TransportKind,
     profile: Profile,
     endpoint: Endpoint,
@@ -545,7 +555,7 @@ pub fn plain_lane(
 /// known version it accepts (the default), the newest of them, or the ones given. The target is
 /// probed on its first lane (`exchange::probe`), and what was found is said on stderr; a target
 /// that answers no probe gets the newest legacy version, with a note.
-pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picked {
+pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picked {
     let first = opened.lanes.first();
     // Given versions over stdio need no probe: statelessness is an HTTP matter.
     let needs_probe = !matches!(spec, Spec::These(_))
@@ -607,7 +617,7 @@ pub fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picke
 
 /// What [`pick_versions`] decided.
 #[derive(Debug, Clone)]
-pub struct Picked {
+pub(crate) struct Picked {
     pub versions: Vec<Version>,
     /// The HTTP target keeps no sessions.
     pub stateless: bool,
@@ -619,7 +629,7 @@ pub struct Picked {
 
 /// Repeat the opened lanes once per version (lanes in front of lenient downstream
 /// personalities only for the newest, as their family does not depend on the version).
-pub fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
+pub(crate) fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
     let versions = &picked.versions;
     let several = versions.len() > 1;
     let newest = versions.iter().max();
@@ -746,7 +756,7 @@ impl Opened {
 /// which says nothing of the rules), and repeat its lanes once per version. With `check` false
 /// (a listing, a target `--restart-cmd` can start) it is not refused. Returned with what the
 /// versions probe found.
-pub fn open_lanes(
+pub(crate) fn open_lanes(
     target: &Target,
     profile: Profile,
     exe: Option<&PathBuf>,
@@ -816,7 +826,7 @@ fn tempfile_dir() -> Result<TempDir, RunError> {
 }
 
 /// How a run brings a dead HTTP target back (`--restart-cmd`), and the processes it started.
-pub struct Restarts {
+pub(crate) struct Restarts {
     command: Option<String>,
     children: std::sync::Mutex<Vec<std::process::Child>>,
 }
@@ -869,7 +879,7 @@ impl Restarts {
     }
 
     /// Kill every process the restart command left running.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         for c in crate::sync::lock(&self.children).iter_mut() {
             let _ = c.kill();
             let _ = c.wait();
@@ -881,7 +891,13 @@ impl Restarts {
     /// were sent, `gone.listening` that it still takes connections but failed its alive check
     /// (a gate the runner started is then started again); `others` are the trials in flight
     /// beside it (`[lane] case`), any of which may have ended it. The text for the trial.
-    pub fn mark_dead(&self, lane: &Lane, case_id: &str, gone: Gone, others: &[String]) -> String {
+    pub(crate) fn mark_dead(
+        &self,
+        lane: &Lane,
+        case_id: &str,
+        gone: Gone,
+        others: &[String],
+    ) -> String {
         let running = if others.is_empty() {
             String::new()
         } else {
@@ -930,7 +946,7 @@ impl Restarts {
 
 /// How a trial found its HTTP target gone.
 #[derive(Debug, Clone, Copy)]
-pub struct Gone {
+pub(crate) struct Gone {
     /// Before the case's own bytes were sent.
     pub already: bool,
     /// It still takes connections (but failed its alive check).

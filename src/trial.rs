@@ -20,7 +20,7 @@ pub struct Judged {
 
 /// How a trial judges: `settings` already speak the lane's version.
 #[derive(Debug, Clone, Copy)]
-pub struct Judging<'a> {
+pub(crate) struct Judging<'a> {
     pub settings: &'a Settings,
     pub strict: bool,
     /// Values that must never come back or reach any output (`--header` values, tokens).
@@ -29,7 +29,7 @@ pub struct Judging<'a> {
 
 impl Judging<'_> {
     /// What the verdict needs besides the case and the observation.
-    pub fn context(&self, case: &Case, lane: &Lane) -> Context {
+    pub(crate) fn context(&self, case: &Case, lane: &Lane) -> Context {
         let settings = self.settings;
         Context {
             profile: lane.id.profile,
@@ -72,7 +72,7 @@ impl Judging<'_> {
     /// target to itself when it has copies; otherwise the lane is held, and still held while
     /// the returned [`Held`] lives, so that each case sees only its own part of the record and
     /// what the caller does about the target (restarting it) happens before the next case.
-    pub async fn observe<'l>(
+    pub(crate) async fn observe<'l>(
         &self,
         case: &Case,
         lane: &'l Lane,
@@ -118,7 +118,7 @@ impl Judging<'_> {
 /// What a trial holds of its lane while the caller judges it: the lane's one target, or a copy
 /// of its own that no other trial used meanwhile.
 #[derive(Debug)]
-pub struct Held<'l> {
+pub(crate) struct Held<'l> {
     _guard: Option<tokio::sync::MutexGuard<'l, ()>>,
     /// The trial ran on a copy of the lane's target: whatever it did to it, the lane's own
     /// target is untouched (a copy it left unable to answer is dropped, not given back).

@@ -51,12 +51,12 @@ impl Version {
 
     /// Of the modern era (2026-07-28 and later): no handshake, no session, every request
     /// names its version.
-    pub fn is_modern(self) -> bool {
+    pub(crate) fn is_modern(self) -> bool {
         self >= MODERN_FIRST
     }
 
     /// One of the versions the suite runs ([`KNOWN`]).
-    pub fn is_known(self) -> bool {
+    pub(crate) fn is_known(self) -> bool {
         KNOWN.contains(&self)
     }
 }
@@ -118,17 +118,27 @@ impl schemars::JsonSchema for Version {
     }
 }
 
+/// Every published MCP protocol version, oldest first: what a server may answer `initialize`
+/// with (the suite runs the newer ones, [`KNOWN`]).
+pub(crate) const PUBLISHED: &[Version] = &[
+    Version::new(2024, 11, 5),
+    Version::new(2025, 3, 26),
+    Version::new(2025, 6, 18),
+    NEWEST_LEGACY,
+    MODERN_FIRST,
+];
+
 /// Versions the suite runs, oldest first (`--spec all`).
 pub const KNOWN: &[Version] = &[Version::new(2025, 6, 18), NEWEST_LEGACY, MODERN_FIRST];
 /// The first version without a handshake.
-pub const MODERN_FIRST: Version = Version::new(2026, 7, 28);
+pub(crate) const MODERN_FIRST: Version = Version::new(2026, 7, 28);
 /// The newest version the suite knows.
-pub const NEWEST: Version = MODERN_FIRST;
+pub(crate) const NEWEST: Version = MODERN_FIRST;
 /// The legacy version the runner asks for in `initialize` when it probes a target.
-pub const NEWEST_LEGACY: Version = Version::new(2025, 11, 25);
+pub(crate) const NEWEST_LEGACY: Version = Version::new(2025, 11, 25);
 
 /// The known versions as the text they are written as (`2025-06-18, 2025-11-25, …`).
-pub fn known_list() -> String {
+pub(crate) fn known_list() -> String {
     list(KNOWN, ", ")
 }
 
@@ -142,20 +152,20 @@ pub fn list(versions: &[Version], sep: &str) -> String {
 }
 
 /// `_meta` keys of the per-request protocol fields.
-pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
 /// The 2026-07-28 error codes (reserved sub-range -32020..=-32099).
-pub const HEADER_MISMATCH: i64 = -32020;
-pub const MISSING_CAPABILITY: i64 = -32021;
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub(crate) const HEADER_MISMATCH: i64 = -32020;
+pub(crate) const MISSING_CAPABILITY: i64 = -32021;
+pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// Methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
-pub const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
+pub(crate) const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
 
 /// Whether version text (as a message or a header carries it) names a modern version.
-pub fn is_modern(version: &str) -> bool {
+pub(crate) fn is_modern(version: &str) -> bool {
     Version::parse(version).is_some_and(Version::is_modern)
 }
 
@@ -200,7 +210,7 @@ impl std::str::FromStr for Spec {
 }
 
 /// The `_meta` a modern request carries.
-pub fn request_meta(version: Version) -> Value {
+pub(crate) fn request_meta(version: Version) -> Value {
     json!({
         META_VERSION: version,
         META_CAPABILITIES: {},
@@ -212,12 +222,12 @@ pub fn request_meta(version: Version) -> Value {
 /// absent; a `_meta` object the case wrote keeps its members and gains the missing protocol
 /// fields; a `params` or `_meta` that is not an object is left as the case wrote it. Responses
 /// and non-objects are left alone.
-pub fn add_meta(message: &mut Value, version: Version) {
+pub(crate) fn add_meta(message: &mut Value, version: Version) {
     add_meta_value(message, &request_meta(version));
 }
 
 /// [`add_meta`] with a given `_meta` value.
-pub fn add_meta_value(message: &mut Value, meta: &Value) {
+pub(crate) fn add_meta_value(message: &mut Value, meta: &Value) {
     match message {
         Value::Array(items) => items.iter_mut().for_each(|m| add_meta_value(m, meta)),
         Value::Object(o) if o.get("method").is_some_and(Value::is_string) => {
@@ -246,14 +256,14 @@ pub fn add_meta_value(message: &mut Value, meta: &Value) {
 }
 
 /// The version a message names in `params._meta`, if it names one (as any JSON value).
-pub fn meta_version(message: &Value) -> Option<&Value> {
+pub(crate) fn meta_version(message: &Value) -> Option<&Value> {
     message.get("params")?.get("_meta")?.get(META_VERSION)
 }
 
 /// The headers a conforming modern client sends for `message`: `Mcp-Method` always (when the
 /// method is a string), `Mcp-Name` for the named methods, the sentinel encoding when the name
 /// is not a plain header value.
-pub fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
+pub(crate) fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let Some(method) = message.get("method").and_then(Value::as_str) else {
         return out;
@@ -274,7 +284,7 @@ pub fn mirrored_headers(message: &Value) -> Vec<(String, String)> {
 
 /// A header value as the 2026-07-28 value encoding says: as-is when it is visible ASCII with
 /// inner spaces only and does not look like the sentinel, else `=?base64?…?=`.
-pub fn header_value(v: &str) -> String {
+pub(crate) fn header_value(v: &str) -> String {
     let looks_encoded = v.starts_with("=?base64?") && v.ends_with("?=");
     let plain = !v.is_empty()
         && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
@@ -293,7 +303,7 @@ pub fn header_value(v: &str) -> String {
 
 /// Decode a header value that may use the sentinel encoding. `None` when the sentinel's payload
 /// is not base64 of UTF-8.
-pub fn decode_header_value(v: &str) -> Option<String> {
+pub(crate) fn decode_header_value(v: &str) -> Option<String> {
     match v
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 /// The largest piece [`Body::chunks`] yields.
-pub const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 
 #[derive(Debug, Clone)]
 enum Part {
@@ -37,7 +37,7 @@ impl Body {
         }
     }
 
-    pub fn push_repeat(&mut self, unit: Bytes, count: u64) {
+    pub(crate) fn push_repeat(&mut self, unit: Bytes, count: u64) {
         if !unit.is_empty() && count > 0 {
             self.parts.push(Part::Repeat { unit, count });
         }
@@ -59,7 +59,7 @@ impl Body {
     }
 
     /// The whole body in memory, if it is at most `limit` bytes (for small bodies and reports).
-    pub fn to_vec_within(&self, limit: u64) -> Option<Vec<u8>> {
+    pub(crate) fn to_vec_within(&self, limit: u64) -> Option<Vec<u8>> {
         if self.len() > limit {
             return None;
         }
@@ -101,7 +101,7 @@ impl Body {
     }
 
     /// The body in pieces of at most [`CHUNK`] bytes.
-    pub fn chunks(&self) -> Chunks<'_> {
+    pub(crate) fn chunks(&self) -> Chunks<'_> {
         Chunks {
             parts: &self.parts,
             index: 0,
@@ -112,7 +112,7 @@ impl Body {
 }
 
 /// Iterator over a [`Body`]'s pieces.
-pub struct Chunks<'a> {
+pub(crate) struct Chunks<'a> {
     parts: &'a [Part],
     index: usize,
     /// Units of the current repeat part still to yield.

@@ -3,11 +3,16 @@
 //! **Architecture invariant:** nothing here does network or process I/O; the only I/O is reading
 //! case files. A loaded [`Case`] is plain data that the runner hands to a transport.
 
-pub mod body;
-pub mod model;
+mod body;
+mod model;
 
 pub use body::Body;
-pub use model::*;
+// The case format, as the case files write it (the schema is generated from these types).
+pub use model::{
+    AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
+    Expect, IdRule, Level, MappingNeed, NestSpec, OneOrMany, Outcome, Profile, RepeatSpec,
+    RequestSpec, SessionMode, StatusPattern, TransportKind, VersionRange,
+};
 
 use crate::versions::Version;
 use base64::Engine as _;
@@ -21,7 +26,7 @@ use std::sync::OnceLock;
 static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/cases");
 
 /// Placeholder names a case may use.
-pub const PLACEHOLDERS: &[&str] = &[
+pub(crate) const PLACEHOLDERS: &[&str] = &[
     "denied_tool",
     "allowed_tool",
     "protocol_version",
@@ -50,12 +55,12 @@ pub const PLACEHOLDERS: &[&str] = &[
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
 /// `auth/` cases ([`crate::auth::TOKEN_PLACEHOLDERS`]).
-pub fn is_placeholder(name: &str) -> bool {
+pub(crate) fn is_placeholder(name: &str) -> bool {
     PLACEHOLDERS.contains(&name) || crate::auth::TOKEN_PLACEHOLDERS.contains(&name)
 }
 
 /// Longest body a case may describe (a little over 4 GiB).
-pub const MAX_BODY_LEN: u64 = 4 << 30;
+pub(crate) const MAX_BODY_LEN: u64 = 4 << 30;
 
 /// Why a case file was refused. Messages name the file (and line and column where known); tests
 /// match on the variant, never on the text.
@@ -176,7 +181,7 @@ impl Case {
     }
 
     /// Whether any of the case's expectations bounds the server's memory growth.
-    pub fn bounds_memory(&self) -> bool {
+    pub(crate) fn bounds_memory(&self) -> bool {
         let s = &self.spec;
         std::iter::once(&s.expect)
             .chain(s.strict.iter())
@@ -238,7 +243,7 @@ impl Case {
 
 /// The values placeholders are replaced with.
 #[derive(Debug, Clone, Default)]
-pub struct Placeholders {
+pub(crate) struct Placeholders {
     values: BTreeMap<&'static str, String>,
 }
 
@@ -253,7 +258,7 @@ impl Placeholders {
     }
 
     /// The values of `names` that are set, to be set again elsewhere.
-    pub fn values_of(&self, names: &[&'static str]) -> Vec<(&'static str, String)> {
+    pub(crate) fn values_of(&self, names: &[&'static str]) -> Vec<(&'static str, String)> {
         names
             .iter()
             .filter_map(|&n| Some((n, self.get(n)?.to_string())))
@@ -288,7 +293,7 @@ impl Placeholders {
     /// Raw bytes with every known `{{name}}` replaced where it is spelled in UTF-8 (or ASCII), in
     /// UTF-32LE, UTF-32BE, UTF-16LE or UTF-16BE, by the value in the same encoding; the bytes around it (invalid
     /// UTF-8, a BOM) are kept as they are. This is how a base64 body carries `{{meta}}`.
-    pub fn apply_bytes(&self, bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn apply_bytes(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
         for (name, value) in &self.values {
             let key = format!("{{{{{name}}}}}");
@@ -317,7 +322,7 @@ impl Placeholders {
     }
 
     /// A JSON value with placeholders replaced in its strings and member names.
-    pub fn apply_json_value(&self, value: &serde_json::Value) -> serde_json::Value {
+    pub(crate) fn apply_json_value(&self, value: &serde_json::Value) -> serde_json::Value {
         self.apply_json(value)
     }
 

@@ -389,7 +389,7 @@ impl StatusPattern {
         }
     }
 
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         match self {
             StatusPattern::Code(c) => (100..=599).contains(c),
             StatusPattern::Class(c) => {
@@ -477,7 +477,7 @@ pub struct Expect {
 
 impl Expect {
     /// `self` narrowed by `strict`: every key `strict` sets replaces the lenient one.
-    pub fn narrowed_by(&self, strict: &Expect) -> Expect {
+    pub(crate) fn narrowed_by(&self, strict: &Expect) -> Expect {
         Expect {
             outcome: strict.outcome.clone().or_else(|| self.outcome.clone()),
             http_status: strict

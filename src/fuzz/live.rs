@@ -213,7 +213,7 @@ async fn try_model(
     };
     let id = case_id(model, lane);
     let spec = case::parse_case(&format!("{id}.json"), &text)?;
-    let settings = &settings.speaking(lane.id.version);
+    let settings = &lane.settings(settings);
     let case = Case {
         id,
         spec,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// The tool names a downstream reading `value` as `personality` would run (batches included,
 /// as a batch-executing server would).
-pub fn tools_run_by(value: &Value) -> Vec<String> {
+pub(crate) fn tools_run_by(value: &Value) -> Vec<String> {
     match value {
         Value::Array(items) => items.iter().flat_map(tools_run_by).collect(),
         Value::Object(o) if o.get("method").and_then(Value::as_str) == Some("tools/call") => o
@@ -26,7 +26,7 @@ pub fn tools_run_by(value: &Value) -> Vec<String> {
 }
 
 /// The personalities that would run a tool other than the allowed ones on reading `raw`.
-pub fn personalities_running_denied(raw: &[u8]) -> Vec<(Personality, String)> {
+pub(crate) fn personalities_running_denied(raw: &[u8]) -> Vec<(Personality, String)> {
     let mut out = Vec::new();
     for p in Personality::ALL {
         let Ok(values) = json::read(p, raw) else {

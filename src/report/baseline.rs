@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The version of the baseline format.
-pub const BASELINE_FORMAT: &str = "mcp-gauntlet-baseline/1";
+pub(crate) const BASELINE_FORMAT: &str = "mcp-gauntlet-baseline/1";
 
 /// One known failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +137,7 @@ impl Baseline {
 
     /// A baseline listing every failure (known ones included) of `records`, each with its first
     /// failing finding as the reason; `redact` hides secrets in those reasons.
-    pub fn of_failures(records: &[Record], redact: impl Fn(&str) -> String) -> Baseline {
+    pub(crate) fn of_failures(records: &[Record], redact: impl Fn(&str) -> String) -> Baseline {
         let known_failures = records
             .iter()
             .filter(|r| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known))
@@ -162,19 +162,19 @@ impl Baseline {
         }
     }
 
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a baseline serializes: strings and lists only")
     }
 
     /// The baseline as YAML, with a header comment saying what it is.
-    pub fn to_yaml(&self) -> String {
+    pub(crate) fn to_yaml(&self) -> String {
         let body =
             yaml_serde::to_string(self).expect("a baseline serializes: strings and lists only");
         format!("# mcp-gauntlet baseline: known failures, each with the reason it fails.\n{body}")
     }
 
     /// The baseline in the format its file name asks for (see [`Baseline::load`]).
-    pub fn render_for(&self, path: &Path) -> String {
+    pub(crate) fn render_for(&self, path: &Path) -> String {
         if is_yaml(path) {
             self.to_yaml()
         } else {
@@ -197,7 +197,7 @@ pub enum Decision {
 }
 
 /// Whether `path` names a YAML file.
-pub fn is_yaml(path: &Path) -> bool {
+pub(crate) fn is_yaml(path: &Path) -> bool {
     matches!(
         path.extension()
             .and_then(|e| e.to_str())

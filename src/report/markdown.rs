@@ -82,7 +82,11 @@ fn first_line(r: &Record) -> String {
 
 /// The run's Markdown summary. `not_run` is the run's trials left not run by a target that died
 /// (why, how many), as [`crate::run::RunOutcome::not_run`] holds them.
-pub fn step_summary(info: &RunInfo, records: &[Record], not_run: &[(String, usize)]) -> String {
+pub(crate) fn step_summary(
+    info: &RunInfo,
+    records: &[Record],
+    not_run: &[(String, usize)],
+) -> String {
     let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
     let failed = count(TrialVerdict::Fail) + count(TrialVerdict::Stale);
     let mut out = format!("## mcp-gauntlet: {}\n\n", inert(&info.target, FIRST_LINE));

@@ -5,10 +5,11 @@
 pub mod baseline;
 mod junit;
 mod markdown;
-pub mod sarif;
+mod sarif;
 
 pub use junit::junit;
-pub use markdown::step_summary;
+pub(crate) use markdown::step_summary;
+pub use sarif::sarif;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::{Finding, Observed, Status, Verdict};
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
 /// The version of the JSON report format; bumped on any incompatible change.
-pub const REPORT_FORMAT: &str = "mcp-gauntlet-report/1";
+pub(crate) const REPORT_FORMAT: &str = "mcp-gauntlet-report/1";
 
 /// What became of one trial, as the reports spell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,7 +117,7 @@ impl Record {
     }
 
     /// The name of the lane the record is of, as the run showed it.
-    pub fn lane_name(&self) -> LaneName<'_> {
+    pub(crate) fn lane_name(&self) -> LaneName<'_> {
         LaneName {
             profile: self.profile,
             transport: self.transport,
@@ -129,7 +130,7 @@ impl Record {
 /// Records collected by trials running on several threads (`--jobs`), each pushed with its
 /// trial's ordinal so that the order of the records does not depend on which trial ended first.
 #[derive(Debug, Clone, Default)]
-pub struct Collector {
+pub(crate) struct Collector {
     inner: Arc<Mutex<Vec<(usize, Record)>>>,
 }
 
@@ -187,7 +188,7 @@ pub struct RunInfo {
 }
 
 /// The JSON report text.
-pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
+pub(crate) fn json_report(info: &RunInfo, records: &[Record]) -> String {
     let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
     let report = Report {
         format: REPORT_FORMAT,
@@ -210,7 +211,7 @@ pub fn json_report(info: &RunInfo, records: &[Record]) -> String {
 }
 
 /// Lines summarising the warnings (libtest shows them as passed).
-pub fn warning_summary(records: &[Record]) -> String {
+pub(crate) fn warning_summary(records: &[Record]) -> String {
     let warned: Vec<&Record> = records
         .iter()
         .filter(|r| r.verdict == TrialVerdict::Warn)
@@ -238,7 +239,7 @@ pub fn warning_summary(records: &[Record]) -> String {
 }
 
 /// `summary: N trials: P passed, F failed, …`: the run's counts by verdict.
-pub fn count_line(records: &[Record]) -> String {
+pub(crate) fn count_line(records: &[Record]) -> String {
     let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
     format!(
         "summary: {} trials: {} passed, {} failed, {} warned, {} known, {} not applicable or not run",
@@ -286,7 +287,7 @@ pub(crate) fn failed_checks<'a>(
 
 /// One line per failed trial (and stale baseline entry), `FAIL [lane] id: [check] message`,
 /// after a heading; empty when none failed. A quiet run prints it in place of libtest's lines.
-pub fn failure_lines(records: &[Record]) -> String {
+pub(crate) fn failure_lines(records: &[Record]) -> String {
     let failed: Vec<&Record> = records
         .iter()
         .filter(|r| matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Stale))
@@ -314,7 +315,7 @@ pub fn failure_lines(records: &[Record]) -> String {
 /// `rerun` gives the command line that ran (without libtest arguments), the command that
 /// reruns exactly the failed trials (`rerun` may end with `--` and libtest options that are
 /// not filters). Empty when nothing failed or warned.
-pub fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
+pub(crate) fn run_summary(records: &[Record], rerun: Option<&[String]>) -> String {
     use std::collections::BTreeMap;
     let count = |v: TrialVerdict| records.iter().filter(|r| r.verdict == v).count();
     let failed: Vec<&Record> = records
@@ -452,7 +453,7 @@ fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static st
     seen
 }
 
-pub fn advisory_summary(records: &[Record]) -> String {
+pub(crate) fn advisory_summary(records: &[Record]) -> String {
     let seen = advisories_seen(records);
     if seen.is_empty() {
         return String::new();
@@ -561,7 +562,7 @@ fn rerun_line(base: &[String], failed: &[&Record]) -> String {
 }
 
 /// `text` with every secret (a `--header` value) replaced.
-pub fn redact(text: &str, secrets: &[String]) -> String {
+pub(crate) fn redact(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for s in secrets.iter().filter(|s| !s.is_empty()) {
         out = out.replace(s.as_str(), "[redacted]");
@@ -628,7 +629,7 @@ impl std::fmt::Display for LaneId {
 /// A lane's name, as libtest, JUnit, the matrix and stderr show it: `http`, `gate/stdio`,
 /// `gate/http@first-wins`, `http 2025-06-18` (in a run over several versions)…
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaneName<'a> {
+pub(crate) struct LaneName<'a> {
     pub profile: Profile,
     pub transport: TransportKind,
     /// The personality of the witness behind a gate, when not strict.

@@ -17,7 +17,7 @@ use serde_sarif::sarif::{
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The key of the partial fingerprint every result carries: `<case id>|<lane>`.
-pub const FINGERPRINT_KEY: &str = "mcpGauntletTrial/v1";
+pub(crate) const FINGERPRINT_KEY: &str = "mcpGauntletTrial/v1";
 
 /// Where SARIF 2.1.0's schema lives (the log's `$schema`).
 const SCHEMA: &str =

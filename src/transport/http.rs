@@ -8,7 +8,7 @@
 
 use super::tls::TlsOptions;
 use super::TransportError;
-use crate::case::body::Body;
+use crate::case::Body;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Largest response head read.
-pub const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// The TLS client configuration of an `https` target.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ impl HttpUrl {
     }
 
     /// Parse `http://HOST[:PORT][/PATH]`, or `https://…` with certificates checked as `tls` says.
-    pub fn parse_with(url: &str, tls: &TlsOptions) -> Result<HttpUrl, TransportError> {
+    pub(crate) fn parse_with(url: &str, tls: &TlsOptions) -> Result<HttpUrl, TransportError> {
         let bad = || TransportError::BadTarget(url.to_string());
         let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("http://") {
             (rest, None, 80)
@@ -91,7 +91,7 @@ impl HttpUrl {
     }
 
     /// `host:port`, as sent in `Host`.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 
@@ -103,7 +103,7 @@ impl HttpUrl {
         )
     }
 
-    pub fn to_url(&self) -> String {
+    pub(crate) fn to_url(&self) -> String {
         format!("{}://{}{}", self.scheme(), self.authority(), self.path)
     }
 }
@@ -125,23 +125,21 @@ pub enum Wire {
     Raw(Vec<u8>),
 }
 
-/// Caps on what is read back.
-#[derive(Debug, Clone, Copy)]
-pub struct Caps {
-    pub body: usize,
-}
+/// The most of an answer's body the runner keeps (what is past it is read and dropped).
+pub(crate) const BODY_CAP: usize = 16 * 1024 * 1024;
 
-impl Default for Caps {
-    fn default() -> Self {
-        Caps {
-            body: 16 * 1024 * 1024,
-        }
-    }
+/// How much of an answer that is an event stream is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseRead {
+    /// Up to the first JSON-RPC response in it: a POST's answer (the stream may stay open).
+    ToFirstResponse,
+    /// Its head only: a GET's stream, which answers nothing and may never end.
+    HeadOnly,
 }
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     pub event: Option<String>,
     pub id: Option<String>,
     pub data: String,
@@ -179,7 +177,7 @@ impl HttpResponse {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn content_type(&self) -> Option<String> {
+    pub(crate) fn content_type(&self) -> Option<String> {
         self.header("content-type").map(|c| {
             c.split(';')
                 .next()
@@ -189,7 +187,7 @@ impl HttpResponse {
         })
     }
 
-    pub fn is_sse(&self) -> bool {
+    pub(crate) fn is_sse(&self) -> bool {
         self.content_type().as_deref() == Some("text/event-stream")
     }
 }
@@ -197,13 +195,12 @@ impl HttpResponse {
 /// Send `wire` to `url` and read the answer, all before `deadline`.
 ///
 /// For `text/event-stream` answers reading stops at the first JSON-RPC response in the stream
-/// (streams may stay open), or right after the head when `head_only_sse` is set (a GET stream).
+/// (streams may stay open), or right after the head with [`SseRead::HeadOnly`] (a GET stream).
 pub async fn exchange(
     url: &HttpUrl,
     wire: Wire,
-    caps: Caps,
     deadline: Instant,
-    head_only_sse: bool,
+    sse: SseRead,
 ) -> Result<HttpResponse, TransportError> {
     let stream = tokio::time::timeout_at(deadline, TcpStream::connect(url.connect_addr()))
         .await
@@ -211,7 +208,7 @@ pub async fn exchange(
         .map_err(TransportError::Connect)?;
     let _ = stream.set_nodelay(true);
     let Some(Tls(config)) = &url.tls else {
-        return exchange_on(stream, wire, caps, deadline, head_only_sse).await;
+        return exchange_on(stream, wire, deadline, sse).await;
     };
     let name = reference_gate::tls::server_name(&url.host)
         .ok_or_else(|| TransportError::BadTarget(url.to_url()))?;
@@ -220,12 +217,12 @@ pub async fn exchange(
         .await
         .map_err(|_| TransportError::Timeout("TLS handshake"))?
         .map_err(TransportError::Tls)?;
-    exchange_on(stream, wire, caps, deadline, head_only_sse).await
+    exchange_on(stream, wire, deadline, sse).await
 }
 
 /// Connect and finish a TLS handshake with an `https` target, sending nothing else: whether its
 /// certificate is trusted. Plain `http` targets are not contacted.
-pub async fn tls_handshake(url: &HttpUrl, deadline: Instant) -> Result<(), TransportError> {
+pub(crate) async fn tls_handshake(url: &HttpUrl, deadline: Instant) -> Result<(), TransportError> {
     let Some(Tls(config)) = &url.tls else {
         return Ok(());
     };
@@ -248,9 +245,8 @@ pub async fn tls_handshake(url: &HttpUrl, deadline: Instant) -> Result<(), Trans
 async fn exchange_on<S>(
     stream: S,
     wire: Wire,
-    caps: Caps,
     deadline: Instant,
-    head_only_sse: bool,
+    sse: SseRead,
 ) -> Result<HttpResponse, TransportError>
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -308,7 +304,7 @@ where
         // server treat the request as aborted.
         (result, writer)
     });
-    let mut read = read_response(&mut reader, caps, deadline, head_only_sse).await;
+    let mut read = read_response(&mut reader, deadline, sse).await;
     if let Ok(resp) = read.as_mut() {
         resp.body_sent = sent.load(std::sync::atomic::Ordering::Relaxed);
         resp.answered_after = started.elapsed();
@@ -335,9 +331,8 @@ where
 )]
 async fn read_response<R: AsyncReadExt + Unpin>(
     reader: &mut R,
-    caps: Caps,
     deadline: Instant,
-    head_only_sse: bool,
+    sse: SseRead,
 ) -> Result<HttpResponse, TransportError> {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -385,7 +380,7 @@ async fn read_response<R: AsyncReadExt + Unpin>(
         break (resp, rest);
     };
 
-    if resp.status == 204 || resp.status == 304 || (head_only_sse && resp.is_sse()) {
+    if resp.status == 204 || resp.status == 304 || (sse == SseRead::HeadOnly && resp.is_sse()) {
         return Ok(resp);
     }
     let chunked = resp
@@ -411,8 +406,8 @@ async fn read_response<R: AsyncReadExt + Unpin>(
                 None => resp.body.extend_from_slice(&data),
             }
         }
-        if resp.body.len() > caps.body {
-            resp.body.truncate(caps.body);
+        if resp.body.len() > BODY_CAP {
+            resp.body.truncate(BODY_CAP);
             resp.truncated = true;
             return Ok(resp);
         }
@@ -472,7 +467,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// connection after its first response): each one's status and body, de-chunked or cut at its
 /// Content-Length. A response whose head is incomplete is given with status 0 when its status
 /// line cannot be read; anything that is not a response ends the reading.
-pub fn responses_in(bytes: &[u8]) -> Vec<(u16, Vec<u8>)> {
+pub(crate) fn responses_in(bytes: &[u8]) -> Vec<(u16, Vec<u8>)> {
     let mut out = Vec::new();
     let mut rest = bytes;
     // Blank lines between responses (a chunked body's last CRLF) are passed over.
@@ -590,7 +585,7 @@ impl ChunkDecoder {
 }
 
 /// Parse a `text/event-stream` body into events (incomplete trailing event left out).
-pub fn parse_sse(body: &[u8]) -> Vec<SseEvent> {
+pub(crate) fn parse_sse(body: &[u8]) -> Vec<SseEvent> {
     let text = String::from_utf8_lossy(body);
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let mut events = Vec::new();
@@ -632,7 +627,7 @@ pub fn parse_sse(body: &[u8]) -> Vec<SseEvent> {
 }
 
 /// JSON-RPC messages carried in an SSE body's `data` fields (events with empty data skipped).
-pub fn sse_messages(body: &[u8]) -> Vec<Result<Value, String>> {
+pub(crate) fn sse_messages(body: &[u8]) -> Vec<Result<Value, String>> {
     parse_sse(body)
         .into_iter()
         .filter(|e| !e.data.trim().is_empty())

@@ -9,7 +9,7 @@
 
 pub mod exchange;
 pub mod http;
-pub mod pacing;
+mod pacing;
 pub mod stdio;
 pub mod tls;
 
@@ -45,7 +45,7 @@ pub enum TransportError {
 }
 
 impl TransportError {
-    pub fn is_timeout(&self) -> bool {
+    pub(crate) fn is_timeout(&self) -> bool {
         matches!(self, TransportError::Timeout(_))
     }
 }
@@ -248,7 +248,7 @@ impl Observation {
 
     /// The trial found its target gone before it could send the case, or with it: unreachable,
     /// or unable to open a session.
-    pub fn found_gone(&self) -> bool {
+    pub(crate) fn found_gone(&self) -> bool {
         matches!(self.ending, Ending::Unreachable(_)) || self.setup_error.is_some()
     }
 }

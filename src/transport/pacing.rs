@@ -37,7 +37,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
     /// Every probe pair was answered in the order it was sent.
-    InOrder,
+    Sequential,
     /// A barrier was answered before the request sent ahead of it; `lag` is the longest time
     /// the earlier request's answer came after the barrier's.
     Concurrent { lag: Duration },
@@ -55,14 +55,14 @@ pub struct Probed {
 
 impl Probed {
     /// The probe learned nothing.
-    pub const UNKNOWN: Probed = Probed {
+    pub(crate) const UNKNOWN: Probed = Probed {
         order: Order::Unknown,
         pace: Duration::ZERO,
     };
 }
 
 /// The shortest window, whatever the target.
-pub const FLOOR: Duration = Duration::from_millis(250);
+pub(crate) const FLOOR: Duration = Duration::from_millis(250);
 /// How many lags a window spans.
 const LAG_FACTOR: u32 = 10;
 /// How many warm round trips a window spans.
@@ -82,7 +82,7 @@ pub struct Pacing {
 impl Pacing {
     /// What the probe found, running `probe` the first time it is asked (concurrent askers wait
     /// for the one probe).
-    pub async fn probed<F>(&self, probe: F) -> Probed
+    pub(crate) async fn probed<F>(&self, probe: F) -> Probed
     where
         F: std::future::Future<Output = Probed>,
     {
@@ -90,13 +90,13 @@ impl Pacing {
     }
 
     /// A case saw its answer `lag` after the barrier's.
-    pub fn saw_late(&self, lag: Duration) {
+    pub(crate) fn saw_late(&self, lag: Duration) {
         let us = u64::try_from(lag.as_micros()).unwrap_or(u64::MAX);
         self.late_us.fetch_max(us, Ordering::Relaxed);
     }
 
     /// The longest late lag seen so far.
-    pub fn longest_late(&self) -> Duration {
+    pub(crate) fn longest_late(&self) -> Duration {
         Duration::from_micros(self.late_us.load(Ordering::Relaxed))
     }
 
@@ -105,7 +105,7 @@ impl Pacing {
     pub fn window(&self, probed: Probed, sent: u64, max: Duration) -> Duration {
         let lag = match probed.order {
             Order::Unknown => return max,
-            Order::InOrder => Duration::ZERO,
+            Order::Sequential => Duration::ZERO,
             Order::Concurrent { lag } => lag,
         };
         let mib = u32::try_from(sent >> 20).unwrap_or(u32::MAX);
@@ -139,10 +139,10 @@ mod tests {
     #[test]
     fn quick_targets_get_the_floor_and_never_more_than_the_maximum() {
         let p = Pacing::default();
-        assert_eq!(p.window(found(Order::InOrder, 2), 0, MAX), FLOOR);
+        assert_eq!(p.window(found(Order::Sequential, 2), 0, MAX), FLOOR);
         let quick = Order::Concurrent { lag: 3 * MS };
         assert_eq!(p.window(found(quick, 2), 0, MAX), FLOOR);
-        assert_eq!(p.window(found(Order::InOrder, 2), 0, 100 * MS), 100 * MS);
+        assert_eq!(p.window(found(Order::Sequential, 2), 0, 100 * MS), 100 * MS);
     }
 
     #[test]
@@ -150,14 +150,14 @@ mod tests {
         let p = Pacing::default();
         let slow = Order::Concurrent { lag: 80 * MS };
         assert_eq!(p.window(found(slow, 1), 0, MAX), 800 * MS);
-        assert_eq!(p.window(found(Order::InOrder, 60), 0, MAX), 1200 * MS);
+        assert_eq!(p.window(found(Order::Sequential, 60), 0, MAX), 1200 * MS);
         assert_eq!(p.window(found(slow, 900), 0, MAX), MAX);
     }
 
     #[test]
     fn large_cases_get_more_time() {
         let p = Pacing::default();
-        let quick = found(Order::InOrder, 1);
+        let quick = found(Order::Sequential, 1);
         assert_eq!(p.window(quick, 1 << 20, MAX), FLOOR + 50 * MS);
         assert_eq!(p.window(quick, 100 << 20, MAX), MAX);
         assert_eq!(p.window(quick, u64::MAX, MAX), MAX);
@@ -169,7 +169,7 @@ mod tests {
         p.saw_late(70 * MS);
         p.saw_late(20 * MS);
         assert_eq!(p.longest_late(), 70 * MS);
-        assert_eq!(p.window(found(Order::InOrder, 1), 0, MAX), 700 * MS);
+        assert_eq!(p.window(found(Order::Sequential, 1), 0, MAX), 700 * MS);
         let quick = Order::Concurrent { lag: 3 * MS };
         assert_eq!(p.window(found(quick, 1), 0, MAX), 700 * MS);
     }

@@ -2,7 +2,7 @@
 //! its tail kept), the process killed when the handle is dropped.
 
 use super::TransportError;
-use crate::case::body::Body;
+use crate::case::Body;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -10,15 +10,15 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
 /// Longest stdout line kept; the rest of a longer line is read and dropped.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How much of stderr is kept (the tail).
 const STDERR_KEEP: usize = 64 * 1024;
 /// How long a write waits for the writes before it when no deadline was given.
-pub const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How to start the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StdioCommand {
+pub(crate) struct StdioCommand {
     pub program: String,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
@@ -42,7 +42,7 @@ impl StdioCommand {
 
     /// Whether its program can be found: a path to a file, or a name on `PATH` (what spawning
     /// it would find), checked without starting anything.
-    pub fn program_found(&self) -> bool {
+    pub(crate) fn program_found(&self) -> bool {
         let program = std::path::Path::new(&self.program);
         if self.program.contains('/') {
             return program.is_file();
@@ -54,7 +54,7 @@ impl StdioCommand {
 
 /// A line read from the server's stdout.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Line {
+pub(crate) enum Line {
     /// A whole line, newline removed (and a CR before it, if any, kept: the verdict judges it).
     Text(Vec<u8>),
     /// A line longer than [`MAX_LINE`]: its first bytes.
@@ -64,7 +64,7 @@ pub enum Line {
 }
 
 /// A running stdio server.
-pub struct StdioProcess {
+pub(crate) struct StdioProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -120,7 +120,7 @@ impl StdioProcess {
     /// Waits for earlier writes end at `deadline` (the case's): a server that stops reading its
     /// input then loses it (its stdin is closed) instead of holding the runner. Without it,
     /// [`WRITE_WAIT`] from each wait.
-    pub fn bound_writes(&mut self, deadline: Instant) {
+    pub(crate) fn bound_writes(&mut self, deadline: Instant) {
         self.write_deadline = Some(deadline);
     }
 
@@ -210,12 +210,15 @@ impl StdioProcess {
         self.child.id()
     }
 
-    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+    pub(crate) fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// Wait (bounded) for the process to exit.
-    pub async fn wait_exit(&mut self, deadline: Instant) -> Option<std::process::ExitStatus> {
+    pub(crate) async fn wait_exit(
+        &mut self,
+        deadline: Instant,
+    ) -> Option<std::process::ExitStatus> {
         tokio::time::timeout_at(deadline, self.child.wait())
             .await
             .ok()
@@ -223,7 +226,7 @@ impl StdioProcess {
     }
 
     /// The tail of what the server wrote to stderr.
-    pub fn stderr_tail(&self) -> Vec<u8> {
+    pub(crate) fn stderr_tail(&self) -> Vec<u8> {
         crate::sync::lock(&self.stderr).clone()
     }
 
@@ -239,7 +242,7 @@ impl StdioProcess {
 
 /// A process's peak resident memory so far (VmHWM from /proc, KiB); `None` where /proc does
 /// not tell (it exited, or not Linux). Its own children are not counted.
-pub fn peak_memory_kib(pid: u32) -> Option<u64> {
+pub(crate) fn peak_memory_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
@@ -249,7 +252,7 @@ pub fn peak_memory_kib(pid: u32) -> Option<u64> {
 
 /// Watches a process's peak memory every 20 ms until dropped, so a peak is seen even when the
 /// process exits (or crashes) before the case ends.
-pub struct MemoryWatch {
+pub(crate) struct MemoryWatch {
     before: Option<u64>,
     peak: Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
@@ -270,7 +273,7 @@ impl MemoryWatch {
     }
 
     /// How much the peak grew since the watch started (KiB), when both ends were read.
-    pub fn growth_kib(&self, pid: Option<u32>) -> Option<u64> {
+    pub(crate) fn growth_kib(&self, pid: Option<u32>) -> Option<u64> {
         if let Some(kib) = pid.and_then(peak_memory_kib) {
             self.peak
                 .fetch_max(kib, std::sync::atomic::Ordering::Relaxed);

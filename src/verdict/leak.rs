@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 /// How much a kind of detail weighs (see the module's text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Weight {
+pub(crate) enum Weight {
     /// About the client's own input: info on a server.
     Echo,
     /// Internal detail that is not yet exposure: warns on a server.
@@ -112,7 +112,7 @@ fn position() -> &'static regex::Regex {
 /// One kind of detail found: what it is, how much it weighs, and the text that matched (at
 /// most 60 characters of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
+pub(crate) struct Hit {
     pub kind: &'static str,
     pub weight: Weight,
     pub shown: String,
@@ -168,7 +168,7 @@ fn parser_positions(text: &str, extent: Option<Extent>) -> Option<Hit> {
 
 /// What leaked, if anything: each kind found once, with its weight and the text that matched;
 /// secrets are named, never shown. `extent` is the size of the body the client sent.
-pub fn find_leaks(text: &str, secrets: &[String], extent: Option<Extent>) -> Vec<Hit> {
+pub(crate) fn find_leaks(text: &str, secrets: &[String], extent: Option<Extent>) -> Vec<Hit> {
     let mut hits: Vec<Hit> = patterns()
         .iter()
         .zip(PATTERNS)

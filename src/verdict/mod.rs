@@ -8,10 +8,8 @@ mod canary;
 mod clients;
 mod effects;
 mod forwarded;
-pub mod leak;
+mod leak;
 mod shape;
-
-pub use shape::{media_accepted, KNOWN_VERSIONS};
 
 use crate::case::{Case, Expect, Level, Outcome, Profile, TransportKind};
 use crate::settings::CodeTable;
@@ -118,7 +116,7 @@ impl Verdict {
     /// A failure message a reader can act on without the source: every finding with the
     /// acceptable set next to what was observed, under the lane's name as libtest lists the
     /// trial (`[gate/http@last-wins]`).
-    pub fn explain(&self, lane: &str, case: &Case, obs: &Observation) -> String {
+    pub(crate) fn explain(&self, lane: &str, case: &Case, obs: &Observation) -> String {
         let mut out = format!(
             "[{lane}] {}: {}\n  requirements: {}\n",
             case.id,
@@ -165,7 +163,7 @@ impl Verdict {
 }
 
 /// Bytes for a human: lossy UTF-8 with control characters escaped, cut at `n`.
-pub fn show_bytes(bytes: &[u8], n: usize) -> String {
+pub(crate) fn show_bytes(bytes: &[u8], n: usize) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(n)]);
     let mut out: String = text.escape_debug().collect();
     if bytes.len() > n {
@@ -261,7 +259,7 @@ fn is_response(v: &Value) -> bool {
 /// Classify what came back, in the terms of `expect`: where it lets the endpoint end (its
 /// `alive` is false), closing without a word counts as silence; where it lists `closed`, an
 /// HTTP connection closed before any answer is that.
-pub fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Observed {
+pub(crate) fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Observed {
     let listed = |o: Outcome| {
         expect
             .outcome
@@ -505,6 +503,7 @@ fn truncate(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::answer::{bearer_params, challenge_problem};
+    use super::shape::media_accepted;
     use super::*;
 
     /// The oracle reads `Accept` as the shared table says; the witness and the gate are held to

@@ -45,7 +45,11 @@ impl Judge<'_> {
         }
         for r in self.resp.clone() {
             if let Some(v) = r.get("result").and_then(|x| x.get("protocolVersion")) {
-                if !v.as_str().is_some_and(|v| KNOWN_VERSIONS.contains(&v)) {
+                let published = v
+                    .as_str()
+                    .and_then(crate::versions::Version::parse)
+                    .is_some_and(|v| crate::versions::PUBLISHED.contains(&v));
+                if !published {
                     self.add(
                         Check::Shape,
                         self.level_status,
@@ -142,22 +146,13 @@ impl Judge<'_> {
     }
 }
 
-/// MCP protocol versions that exist.
-pub const KNOWN_VERSIONS: &[&str] = &[
-    "2024-11-05",
-    "2025-03-26",
-    "2025-06-18",
-    "2025-11-25",
-    "2026-07-28",
-];
-
 /// Whether `accept` (an Accept header value) admits media type `ct` (lower case, no parameters).
 /// Written here, apart from the witness's own check, so the oracle does not trust the code it
 /// judges.
 /// RFC 9110 section 12.5.1: the most specific range that matches decides (exact 3, `type/*` 2,
 /// `*/*` 1), the heaviest among equals, by its weight; 0, a weight that is not a qvalue, or two
 /// weights refuse.
-pub fn media_accepted(accept: &str, ct: &str) -> bool {
+pub(crate) fn media_accepted(accept: &str, ct: &str) -> bool {
     let ct_type = ct.split('/').next().unwrap_or("");
     let ranked = accept.split(',').filter_map(|item| {
         let mut parts = item.split(';');

@@ -41,7 +41,7 @@ pub async fn serve(listener: TcpListener, witness: Arc<Witness>) {
 
 /// Serve `witness` over TLS on `listener` until the task is dropped or aborted. A client that
 /// does not finish its TLS handshake within the header deadline is dropped.
-pub async fn serve_tls(
+pub(crate) async fn serve_tls(
     listener: TcpListener,
     witness: Arc<Witness>,
     tls: Arc<rustls::ServerConfig>,
@@ -226,7 +226,7 @@ pub async fn spawn(
 /// The error a service returns to make hyper drop the connection without an answer.
 #[derive(Debug, thiserror::Error)]
 #[error("connection dropped on purpose")]
-pub struct Dropped;
+pub(crate) struct Dropped;
 
 /// Where a request body comes from: hyper's stream (read with limits here), or bytes the
 /// `lax-http` front already read.

@@ -14,7 +14,8 @@ pub mod stdio;
 
 pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
 pub use crate::reading::Personality;
-pub use crate::record::{Event, LogReader, Recorder, WitnessView};
+pub use crate::record::Recorder;
+pub(crate) use crate::record::{LogReader, WitnessView};
 
 use crate::versions::Version;
 use serde_json::{json, Map, Value};
@@ -23,11 +24,11 @@ use std::sync::Mutex;
 
 /// Protocol versions the witness speaks unless told otherwise, oldest first: the legacy ones
 /// through `initialize`, the modern one per request.
-pub const SUPPORTED_VERSIONS: &[Version] = crate::versions::KNOWN;
+pub(crate) const SUPPORTED_VERSIONS: &[Version] = crate::versions::KNOWN;
 /// The legacy version it offers when a client asks `initialize` for one it does not speak.
-pub const LATEST_VERSION: Version = crate::versions::NEWEST_LEGACY;
+pub(crate) const LATEST_VERSION: Version = crate::versions::NEWEST_LEGACY;
 /// Largest message the strict witness reads (HTTP body or stdio line).
-pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE: usize = 4 * 1024 * 1024;
 
 /// Deliberately wrong behaviours, each one a bug class real servers have. Used by the tests to
 /// prove that every case can fail; never enabled by default.
@@ -176,19 +177,19 @@ impl WitnessConfig {
     }
 
     /// Whether it speaks any modern (handshake-free) version.
-    pub fn speaks_modern(&self) -> bool {
+    pub(crate) fn speaks_modern(&self) -> bool {
         self.versions().iter().any(|v| v.is_modern())
     }
 
     /// The newest legacy version it speaks, if any: what `initialize` offers.
-    pub fn newest_legacy(&self) -> Option<Version> {
+    pub(crate) fn newest_legacy(&self) -> Option<Version> {
         self.versions().into_iter().filter(|v| !v.is_modern()).max()
     }
 }
 
 /// What the witness does in answer to one message.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// Nothing: a notification or a response was accepted (HTTP 202).
     Accepted,
     /// A JSON-RPC message (or, in batch mode, an array of them).
@@ -209,7 +210,7 @@ pub enum Reply {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Fault {
+pub(crate) enum Fault {
     Empty,
     Garbage,
     Close,
@@ -253,7 +254,7 @@ impl Witness {
     /// `shared-transport`: the answer to give a request whose own answer is `answer`. If another
     /// request with the same id is waiting, the two answers are swapped; otherwise this one
     /// waits up to [`PARTNER_WAIT`] for such a request, and keeps its own answer if none comes.
-    pub async fn cross(&self, answer: Value) -> Value {
+    pub(crate) async fn cross(&self, answer: Value) -> Value {
         let Some(key) = answer.get("id").map(Value::to_string) else {
             return answer;
         };
@@ -280,18 +281,18 @@ impl Witness {
     }
 
     /// Record that the token subject `owner` opened session `id`.
-    pub fn bind_owner(&self, id: &str, owner: &str) {
+    pub(crate) fn bind_owner(&self, id: &str, owner: &str) {
         crate::sync::lock(&self.owners).insert(id.to_string(), owner.to_string());
     }
 
     /// Whether `caller` (a token subject, or none) may use session `id`: only the subject that
     /// opened it, when one did.
-    pub fn owns(&self, id: &str, caller: Option<&str>) -> bool {
+    pub(crate) fn owns(&self, id: &str, caller: Option<&str>) -> bool {
         crate::sync::lock(&self.owners).get(id).map(String::as_str) == caller
     }
 
     /// Create a session for a successful HTTP initialize and return its id.
-    pub fn open_session(&self, negotiated: String) -> String {
+    pub(crate) fn open_session(&self, negotiated: String) -> String {
         let id = random_session_id();
         crate::sync::lock(&self.sessions).insert(
             id.clone(),
@@ -307,13 +308,13 @@ impl Witness {
         crate::sync::lock(&self.sessions).get(id).cloned()
     }
 
-    pub fn close_session(&self, id: &str) -> bool {
+    pub(crate) fn close_session(&self, id: &str) -> bool {
         crate::sync::lock(&self.sessions).remove(id).is_some()
     }
 
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
-    pub fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
+    pub(crate) fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
         if (self.config.is(Broken::Fragile) || self.config.is(Broken::Exits))
             && (body.len() > 512 * 1024 || crate::reading::nesting_depth(body) > 1000)
         {
@@ -845,7 +846,7 @@ enum Outcome {
 }
 
 /// Tools and their one-line descriptions.
-pub const TOOLS: &[(&str, &str)] = &[
+pub(crate) const TOOLS: &[(&str, &str)] = &[
     ("echo", "Returns `text` unchanged."),
     ("add", "Returns a + b."),
     (
@@ -904,18 +905,18 @@ fn capabilities() -> Value {
 
 /// The resource a gate's policy denies (`fixtures/gate/witness-policy.json`): reading it is the
 /// canary, and its text is the canary's.
-pub const SECRET_RESOURCE: &str = "test://secret/key";
+pub(crate) const SECRET_RESOURCE: &str = "test://secret/key";
 /// The prompt the policy does not allow: getting it is the canary.
-pub const SECRET_PROMPT: &str = crate::canary::DENIED_PROMPT;
+pub(crate) const SECRET_PROMPT: &str = crate::canary::DENIED_PROMPT;
 
 /// Resources: URI, name, text.
-pub const RESOURCES: &[(&str, &str, &str)] = &[
+pub(crate) const RESOURCES: &[(&str, &str, &str)] = &[
     ("test://public/readme", "readme", "A public text."),
     (SECRET_RESOURCE, "key", ""),
 ];
 
 /// Prompts and their descriptions.
-pub const PROMPTS: &[(&str, &str)] = &[
+pub(crate) const PROMPTS: &[(&str, &str)] = &[
     ("greet", "A greeting."),
     (
         SECRET_PROMPT,
@@ -1036,7 +1037,7 @@ fn loosen_envelope(obj: Map<String, Value>) -> Map<String, Value> {
 }
 
 /// MCP request ids: a string, or an integer within +-(2^53-1).
-pub fn valid_id(v: &Value) -> bool {
+pub(crate) fn valid_id(v: &Value) -> bool {
     const MAX: i64 = (1 << 53) - 1;
     match v {
         Value::String(_) => true,

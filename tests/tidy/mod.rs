@@ -294,6 +294,47 @@ fn architecture_invariants_hold_in_the_import_graph() {
     );
 }
 
+/// The library's public modules are the ones ARCHITECTURE.md's API boundary lists, and the
+/// crate's own modules it names are not public: a module made public, or one made private,
+/// changes the document too.
+#[test]
+fn the_public_modules_are_the_api_boundarys() {
+    let doc = read("ARCHITECTURE.md");
+    let boundary = doc
+        .split("## API boundary")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("ARCHITECTURE.md has an API boundary section");
+    // "... the public modules are `a`, `b`; `c` and `d` are the crate's own ..."
+    let (public, own) = boundary
+        .split_once("the public modules are")
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .and_then(|(public, rest)| Some((public, rest.split_once("are the crate's own")?.0)))
+        .expect("the section lists the public modules, then the crate's own");
+    let named = |text: &str| -> BTreeSet<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    let lib = read("src/lib.rs");
+    let declared = |prefix: &str| -> BTreeSet<String> {
+        lib.lines()
+            .filter_map(|l| l.strip_prefix(prefix)?.strip_suffix(';'))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(named(public), declared("pub mod "), "public modules");
+    let private = declared("mod ");
+    let own = named(own);
+    assert!(
+        !own.is_empty() && own.is_subset(&private),
+        "the crate's own modules {own:?} are not all private in src/lib.rs ({private:?})"
+    );
+}
+
 /// Every Rust source file opens with a `//!` line saying what it is for.
 #[test]
 fn every_source_file_opens_with_a_doc_line() {

@@ -80,7 +80,7 @@ pub(super) fn send(url: &HttpUrl, prepared: Vec<Prepared>, deadline: Instant) ->
             Prepared::Ready(wire) => {
                 let url = url.clone();
                 Ok(tokio::spawn(async move {
-                    http::exchange(&url, wire, Caps::default(), deadline, false).await
+                    http::exchange(&url, wire, deadline, SseRead::ToFirstResponse).await
                 }))
             }
             Prepared::Refused(e) => Err(e),

@@ -234,9 +234,8 @@ pub(super) async fn http_handshake(
             standard_headers(url, settings, None, None),
             &init,
         ),
-        Caps::default(),
         deadline,
-        false,
+        SseRead::ToFirstResponse,
     )
     .await?;
     let (msgs, _) = http_messages(&resp);
@@ -269,9 +268,8 @@ pub(super) async fn http_handshake(
             standard_headers(url, settings, Some(&hs), None),
             &note,
         ),
-        Caps::default(),
         deadline,
-        false,
+        SseRead::ToFirstResponse,
     )
     .await;
     Ok(hs)

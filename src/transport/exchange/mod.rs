@@ -1,7 +1,7 @@
 //! One case over one transport: the MCP handshake (when the case wants a session), the case's
 //! bytes, the answer, the witness's record, and the alive probe, all before their deadlines.
 
-use super::http::{self, Caps, HttpResponse, HttpUrl, Wire};
+use super::http::{self, HttpResponse, HttpUrl, SseRead, Wire};
 use super::pacing::{Order, Pacing, Probed};
 use super::stdio::{Line, StdioCommand, StdioProcess};
 use super::{Ending, HttpSeen, Observation, TransportError};
@@ -25,14 +25,15 @@ mod stdio_request;
 
 use self::over_http::run_http;
 use self::over_stdio::{run_stdio, StdioTarget};
-pub use self::probe::{order_probe, probe, Probe, DISCOVER_ID};
+use self::probe::order_probe;
+pub(crate) use self::probe::{probe, Probe};
 
 /// The id of the runner's own initialize, barrier and probe requests.
-pub const INIT_ID: &str = "gauntlet-init";
-pub const BARRIER_ID: &str = "gauntlet-barrier";
-pub const PROBE_ID: &str = "gauntlet-alive";
+pub(crate) const INIT_ID: &str = "gauntlet-init";
+pub(crate) const BARRIER_ID: &str = "gauntlet-barrier";
+pub(crate) const PROBE_ID: &str = "gauntlet-alive";
 /// The id of the alive probe's call of the allowed tool (`"alive_probe": "downstream"`).
-pub const PROBE_CALL_ID: &str = "gauntlet-alive-call";
+pub(crate) const PROBE_CALL_ID: &str = "gauntlet-alive-call";
 /// How much answer text the oracles scan.
 const SCAN_KEEP: usize = 1024 * 1024;
 const PREFIX_KEEP: usize = 512;
@@ -97,7 +98,7 @@ fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
 /// Placeholders known before any exchange, with the tools by their own names (as the witness
 /// behind a gate knows them; what the forwarded oracle expects): tool names, the requested
 /// version, the code table, the meta-tool's members.
-pub fn base_placeholders(settings: &Settings) -> Placeholders {
+pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
     let mut p = Placeholders::default();
     set_tool_names(&mut p, &settings.denied_tool, &settings.allowed_tool);
     set_prompt_names(&mut p, crate::canary::DENIED_PROMPT);
@@ -138,7 +139,7 @@ pub fn base_placeholders(settings: &Settings) -> Placeholders {
 
 /// The placeholders as the client spells the tools (through the call mapping): what goes on
 /// the wire in headers and in bodies that are text.
-pub fn client_placeholders(settings: &Settings) -> Placeholders {
+pub(crate) fn client_placeholders(settings: &Settings) -> Placeholders {
     let mut p = base_placeholders(settings);
     let m = &settings.mapping;
     set_tool_names(
@@ -214,7 +215,7 @@ fn appended_since(path: &std::path::Path, start: u64) -> String {
 
 /// Further HTTP responses in the bytes read after the first one on a connection, with the
 /// JSON-RPC messages in each one's body (JSON or SSE).
-pub fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
+pub(crate) fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
     http::responses_in(bytes)
         .into_iter()
         .map(|(status, body)| {
@@ -258,7 +259,11 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
 /// line) gives to a `tools/call` of `denied_tool` (spelled through `mapping`), and no reading
 /// gives to anything else. An id that some reading takes as another method or tool (a duplicate
 /// `name`, say) is left out: its successful answer could be the harmless reading's.
-pub fn denied_call_ids(bytes: &[u8], denied_tool: &str, mapping: &CallMapping) -> Vec<Value> {
+pub(crate) fn denied_call_ids(
+    bytes: &[u8],
+    denied_tool: &str,
+    mapping: &CallMapping,
+) -> Vec<Value> {
     let mut denied: Vec<Value> = Vec::new();
     let mut other: Vec<Value> = Vec::new();
     let visit = |m: &Value| {

@@ -70,15 +70,36 @@ async fn probe_exchange(
     let resp = http::exchange(
         url,
         post_json(url, settings, headers, message),
-        Caps::default(),
         deadline,
-        false,
+        SseRead::ToFirstResponse,
     )
     .await
     .map_err(|e| ProbeFailed::Exchange(chain(&e)))?;
     let (mut msgs, _) = http_messages(&resp);
     msgs.retain(|m| m.get("id") == Some(&json!(id)));
     Ok((resp.status, msgs))
+}
+
+/// The client's placeholders with what this exchange learned of the target: where it is, and
+/// the session its handshake opened (and the first client's mark, in a `clients` case).
+fn learned_placeholders(
+    url: &HttpUrl,
+    settings: &Settings,
+    hs: Option<&Handshake>,
+    mark: Option<&String>,
+) -> Placeholders {
+    let mut ph = client_placeholders(settings);
+    ph.set("host", url.authority())
+        .set("path", url.path.clone())
+        .set("path_upper", path_upper(&url.path));
+    if let Some(hs) = hs {
+        ph.set("protocol_version", hs.version.clone())
+            .set("session_id", hs.session.clone().unwrap_or_default());
+    }
+    if let Some(mark) = mark {
+        ph.set("client", mark.clone());
+    }
+    ph
 }
 
 pub(super) async fn run_http(
@@ -105,19 +126,9 @@ pub(super) async fn run_http(
             }
         }
     };
-    let mut ph = client_placeholders(settings);
-    ph.set("host", url.authority())
-        .set("path", url.path.clone())
-        .set("path_upper", path_upper(&url.path));
-    if let Some(hs) = &hs {
-        ph.set("protocol_version", hs.version.clone())
-            .set("session_id", hs.session.clone().unwrap_or_default());
-    }
     // A `clients` case: the first client's mark here, the others' in their own requests.
     let marks = spec.clients.map(clients::marks);
-    if let Some(m) = &marks {
-        ph.set("client", m[0].clone());
-    }
+    let ph = learned_placeholders(url, settings, hs.as_ref(), marks.as_ref().map(|m| &m[0]));
     obs.learned = ph.values_of(LEARNED);
     let req = &spec.request;
     let method = req.method.clone().unwrap_or_else(|| "POST".into());
@@ -143,7 +154,12 @@ pub(super) async fn run_http(
     };
     let mark = witness.map(WitnessView::mark);
     let in_flight = clients::send(url, others, deadline);
-    match http::exchange(url, wire, Caps::default(), deadline, method == "GET").await {
+    let sse = if method == "GET" {
+        SseRead::HeadOnly
+    } else {
+        SseRead::ToFirstResponse
+    };
+    match http::exchange(url, wire, deadline, sse).await {
         Ok(resp) => read_response(&mut obs, &resp),
         Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
         Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),

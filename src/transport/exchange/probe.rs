@@ -6,11 +6,11 @@ use super::stdio_request::{line_body, read_until_answer};
 use super::*;
 
 /// The id of the runner's version probe.
-pub const DISCOVER_ID: &str = "gauntlet-discover";
+pub(crate) const DISCOVER_ID: &str = "gauntlet-discover";
 
 /// What the version probe learned about a target.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Known versions the target accepts, oldest first: modern ones listed by `server/discover`
     /// (or by its unsupported-version error), legacy ones whose `initialize` it answered with
     /// that very version.
@@ -35,18 +35,18 @@ pub struct Probe {
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
 /// tell": a loaded target may miss one deadline; a mute one costs three.
-pub const PROBE_TRIES: usize = 3;
+pub(crate) const PROBE_TRIES: usize = 3;
 
 impl Probe {
     /// Whether the target keeps no sessions (every accepted legacy version was stateless).
-    pub fn is_stateless(&self) -> bool {
+    pub(crate) fn is_stateless(&self) -> bool {
         !self.stateless.is_empty()
     }
 
     /// Whether every probe was answered, and none the way an MCP server does: no version
     /// accepted or answered with another, no `serverInfo`, no `server/discover`. (A target
     /// that left probes unanswered may only be slow to start: it is not judged by them.)
-    pub fn speaks_nothing(&self) -> bool {
+    pub(crate) fn speaks_nothing(&self) -> bool {
         self.accepted.is_empty()
             && self.countered.is_empty()
             && self.initialized_by.is_empty()
@@ -56,7 +56,7 @@ impl Probe {
 
     /// What the first refused `initialize` was answered with: `initialize 2025-06-18 was
     /// answered: …`.
-    pub fn first_refusal(&self) -> Option<String> {
+    pub(crate) fn first_refusal(&self) -> Option<String> {
         self.refused
             .first()
             .map(|(v, why)| format!("initialize {v} was answered: {why}"))
@@ -114,7 +114,7 @@ impl Probe {
     /// The server that answered `server/discover`, when modern versions were found that way
     /// and `initialize` was answered by other servers only: a proxy that speaks the legacy
     /// versions itself and relays the methods it does not know.
-    pub fn relayed_discover(&self) -> Option<&str> {
+    pub(crate) fn relayed_discover(&self) -> Option<&str> {
         let by = self.discovered_by.as_deref()?;
         let modern = self.accepted.iter().any(|v| v.is_modern());
         (modern && !self.initialized_by.is_empty() && !self.initialized_by.iter().any(|n| n == by))
@@ -265,9 +265,8 @@ async fn discover_probe(
             let resp = http::exchange(
                 url,
                 post_json(url, modern, headers, &discover),
-                Caps::default(),
                 deadline,
-                false,
+                SseRead::ToFirstResponse,
             )
             .await
             .ok()?;
@@ -327,7 +326,7 @@ pub(super) async fn stdio_probe(
 /// The order probe (see `pacing`): a fresh process of `command` gets, four times, a
 /// `tools/call` of the allowed tool and a barrier request in one write, and is watched for which
 /// it answers first and how long the pair takes. Spoken in the version of `settings`.
-pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
+pub(crate) async fn order_probe(command: &str, settings: &Settings) -> Probed {
     const ROUNDS: usize = 4;
     let Some((mut proc, log)) = start_probe(command) else {
         return Probed::UNKNOWN;
@@ -389,7 +388,7 @@ pub async fn order_probe(command: &str, settings: &Settings) -> Probed {
         order = match order {
             Order::Concurrent { lag: seen } => Order::Concurrent { lag: seen.max(lag) },
             _ if call_at > barrier_at => Order::Concurrent { lag },
-            _ => Order::InOrder,
+            _ => Order::Sequential,
         };
     }
     end_probe(proc, &log).await;
