@@ -448,6 +448,13 @@ fn planted_cycles_are_caught() {
         exchange,
     ]);
     assert_eq!(g.cycles(), both, "{g:?}");
+}
+
+/// Import cycles through names a module does not write out: a parent's `use` seen through a
+/// child's glob, a sibling named through the glob, a parent's re-export by a relative path; and
+/// what never makes one: a test-only module, a test item whose signature holds a `;`.
+#[test]
+fn planted_cycles_through_globs_and_reexports_are_caught() {
     // A parent's `use self::over_http::handshake` seen by a child through `use super::*` (as
     // exchange/clients.rs reached over_http.rs): an edge only when the child uses the name.
     let folder = |clients: &str| {
@@ -468,6 +475,35 @@ fn planted_cycles_are_caught() {
     assert!(folder("//! c\nuse super::*;\nfn f() { handshakes(); }")
         .cycles()
         .is_empty());
+    // A sibling named through the glob (`over_http::run()`), and a name the parent re-exports
+    // by a relative path (`pub use model::Coding;`, read as `super::Coding` in `body`).
+    let g = folder("//! c\nuse super::*;\nfn f() { over_http::run(); }");
+    assert_eq!(g.cycles(), ["exchange: clients", "exchange: over_http"]);
+    let g = planted(&[
+        (
+            "case",
+            "//! c\nmod body;\nmod model;\npub use model::Coding;",
+        ),
+        ("case::body", "//! b\nfn f(c: super::Coding) {}"),
+        ("case::model", "//! m\nuse super::body::Body;"),
+    ]);
+    assert_eq!(g.cycles(), ["case: body", "case: model"]);
+    // A module declared for tests only is no part of the graph; a test item whose signature
+    // holds a `;` is left out whole.
+    let g = planted(&[
+        (
+            "",
+            "//! l\n#[cfg(test)]\nmod testing;\nmod a;\nmod b;\nmod c;",
+        ),
+        ("a", "//! a\nfn t() { crate::testing::rows(); }"),
+        ("testing", "//! t\nuse crate::a::x;"),
+        (
+            "b",
+            "//! b\n#[cfg(test)]\nfn t() -> [u8; 4] { crate::c::four() }\nfn f() {}",
+        ),
+        ("c", "//! c\nuse crate::b::f;"),
+    ]);
+    assert!(g.cycles().is_empty(), "{g:?}");
 }
 
 /// An invariant broken by a planted import or path is caught (a grouped import too; a path in a

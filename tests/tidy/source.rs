@@ -119,7 +119,9 @@ pub fn without_tests(code: &str) -> String {
     while let Some(at) = rest.find(MARK) {
         out.push_str(&rest[..at]);
         let item = &rest[at + MARK.len()..];
-        let mut depth = 0usize;
+        // Braces count for the item's end; a `;` ends it only outside every bracket
+        // (`fn f() -> [u8; 4] {` goes on to its body).
+        let (mut depth, mut inner) = (0usize, 0usize);
         let mut end = item.len();
         for (k, ch) in item.char_indices() {
             match ch {
@@ -131,7 +133,9 @@ pub fn without_tests(code: &str) -> String {
                         break;
                     }
                 }
-                ';' if depth == 0 => {
+                '(' | '[' => inner += 1,
+                ')' | ']' => inner = inner.saturating_sub(1),
+                ';' if depth == 0 && inner == 0 => {
                     end = k + 1;
                     break;
                 }
@@ -288,18 +292,36 @@ impl ModuleGraph {
     }
 
     /// The graph of `(module path, source)` pairs (`mod.rs` is its folder's module; the crate
-    /// root is `""`). A module that glob-imports another (`use super::*`) imports, besides it,
-    /// whatever that one's own `use` declarations bring in under a name the module's code uses.
+    /// root is `""`). Modules declared only for tests (`#[cfg(test)] mod testing;`) are left
+    /// out. A path into a module counts as an import of it, and also of whatever that module's
+    /// own `use` declarations bring in under the name the path ends with (`super::Body`, with
+    /// `pub use body::Body;` above, imports `body`); a glob (`use super::*`) brings in every
+    /// such name the module's code uses, and the sibling modules its code names (`over_http::`).
     pub fn from_texts(texts: Vec<(String, String)>) -> ModuleGraph {
+        let test_only: BTreeSet<String> = texts
+            .iter()
+            .flat_map(|(m, t)| test_modules(t).into_iter().map(move |c| join(m, &c)))
+            .collect();
+        let texts: Vec<(String, String)> = texts
+            .into_iter()
+            .filter(|(m, _)| {
+                !test_only
+                    .iter()
+                    .any(|t| m == t || m.starts_with(&format!("{t}::")))
+            })
+            .collect();
+        let modules: BTreeSet<String> = texts.iter().map(|(m, _)| m.clone()).collect();
         let mut graph = ModuleGraph::default();
+        // Module -> (what each of its `use` declarations names, resolved; the name it binds).
         let mut uses: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
         for (module, text) in texts {
             let code = code_only(&text);
             let declared = use_paths(&code);
+            let resolve_here = |p: &str| resolve(&module, p, &modules);
             let targets = paths_named(&code)
-                .into_iter()
-                .chain(declared.iter().map(|(p, _)| p.clone()))
-                .filter_map(|p| resolve(&module, &p))
+                .iter()
+                .chain(declared.iter().map(|(p, _)| p))
+                .filter_map(|p| resolve_here(p))
                 .collect();
             graph.imports.insert(module.clone(), targets);
             let listed: Vec<&str> = declared.iter().map(|(p, _)| p.as_str()).collect();
@@ -307,27 +329,38 @@ impl ModuleGraph {
                 .code
                 .insert(module.clone(), format!("{code}\n{}", listed.join("\n")));
             let resolved = declared
-                .into_iter()
-                .filter(|(p, _)| {
-                    ["crate", "super", "self"].contains(&p.split("::").next().unwrap_or(""))
-                })
-                .filter_map(|(p, name)| Some((resolve(&module, &p)?, name)))
+                .iter()
+                .filter_map(|(p, name)| Some((resolve_here(p)?, name.clone())))
                 .collect();
             uses.insert(module, resolved);
         }
-        for (module, declared) in &uses {
+        for (module, imports) in &mut graph.imports {
             let code = &graph.code[module];
-            let brought: BTreeSet<String> = declared
-                .iter()
-                .filter(|(_, name)| name == "*")
-                .map(|(p, _)| p.trim_end_matches("::*"))
-                .flat_map(|glob| uses.get(glob).into_iter().flatten())
-                .filter(|(_, name)| name != "*" && names_word(code, name))
-                .map(|(p, _)| p.clone())
-                .collect();
-            if let Some(imports) = graph.imports.get_mut(module) {
-                imports.extend(brought);
+            let mut brought = BTreeSet::new();
+            for target in imports.iter() {
+                let (from, name) = target.rsplit_once("::").unwrap_or(("", target));
+                let reexports = uses.get(from).into_iter().flatten();
+                if name == "*" {
+                    brought.extend(
+                        reexports
+                            .filter(|(_, n)| n != "*" && names_word(code, n))
+                            .map(|(p, _)| p.clone()),
+                    );
+                    brought.extend(
+                        modules
+                            .iter()
+                            .filter(|m| m.rsplit_once("::").map_or("", |(f, _)| f) == from)
+                            .filter(|m| {
+                                let child = m.rsplit("::").next().unwrap_or("");
+                                code.contains(&format!("{child}::")) && names_word(code, child)
+                            })
+                            .cloned(),
+                    );
+                } else {
+                    brought.extend(reexports.filter(|(_, n)| n == name).map(|(p, _)| p.clone()));
+                }
             }
+            imports.extend(brought);
         }
         graph
     }
@@ -433,9 +466,10 @@ fn module_path(rel: &Path) -> String {
     parts.join("::")
 }
 
-/// `path` (from `crate::`, `super::` or `self::`) as a path from the crate root, read in
-/// `module`; `None` when it climbs above the root or starts elsewhere (`std::`).
-fn resolve(module: &str, path: &str) -> Option<String> {
+/// `path` as a path from the crate root, read in `module`: from `crate::`, `super::` or
+/// `self::`, or from one of the module's own children (`use model::Case;` in `case/mod.rs`).
+/// `None` when it climbs above the root or starts elsewhere (`std::`, another crate).
+fn resolve(module: &str, path: &str, modules: &BTreeSet<String>) -> Option<String> {
     let mut here: Vec<&str> = if module.is_empty() {
         Vec::new()
     } else {
@@ -451,6 +485,7 @@ fn resolve(module: &str, path: &str) -> Option<String> {
             parts.next();
         }
         Some(&"super") => {}
+        Some(first) if modules.contains(&join(module, first)) => {}
         _ => return None,
     }
     while parts.peek() == Some(&"super") {
@@ -459,6 +494,32 @@ fn resolve(module: &str, path: &str) -> Option<String> {
     }
     let rest: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
     Some(here.into_iter().chain(rest).collect::<Vec<_>>().join("::"))
+}
+
+/// `module::child` (`child` when `module` is the crate root).
+fn join(module: &str, child: &str) -> String {
+    if module.is_empty() {
+        child.to_string()
+    } else {
+        format!("{module}::{child}")
+    }
+}
+
+/// The modules `text` declares for tests only (`#[cfg(test)] mod testing;`).
+fn test_modules(text: &str) -> Vec<String> {
+    let code = blank_literals(text);
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("#[cfg(test)]") {
+        let item = code[at + "#[cfg(test)]".len()..].trim_start();
+        let item = item.strip_prefix("pub ").unwrap_or(item);
+        if let Some(rest) = item.strip_prefix("mod ") {
+            let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
+            if rest[name.len()..].trim_start().starts_with(';') {
+                out.push(name);
+            }
+        }
+    }
+    out
 }
 
 /// Whether a path of imports leads from `from` to `to`.
