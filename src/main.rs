@@ -108,6 +108,24 @@ struct TargetArgs {
     /// (for `my-gate -- {downstream_argv}`). Gate profile.
     #[arg(long)]
     gate_stdio: Option<String>,
+    /// An HTTP server to start and test: `{port}` becomes a free loopback port where it must
+    /// serve `--serve-path`. The runner knows its process (series cases read its memory, CPU and
+    /// descriptors), starts it again when a case leaves it dead and after each series, and stops
+    /// it at the end.
+    #[arg(long)]
+    serve: Option<String>,
+}
+
+/// What the runner may know of an HTTP target's process.
+#[derive(Args, Debug)]
+struct ProcessArgs {
+    /// With --http: the server's process ID on this machine, read (with its descendants) for
+    /// memory, CPU and descriptors. Without it (or --serve) those are "not observed".
+    #[arg(long, requires = "http")]
+    pid: Option<u32>,
+    /// With --serve: the path of the MCP endpoint.
+    #[arg(long, default_value = "/mcp")]
+    serve_path: String,
 }
 
 /// How an https target's certificate is checked.
@@ -143,6 +161,7 @@ impl TargetArgs {
         witness_log: Option<PathBuf>,
         profile: Profile,
         tls: TlsArgs,
+        process: ProcessArgs,
     ) -> (Target, Profile) {
         if let Some(url) = self.http {
             let tls = tls.options();
@@ -151,6 +170,15 @@ impl TargetArgs {
                     url,
                     witness_log,
                     tls,
+                    pid: process.pid,
+                },
+                profile,
+            )
+        } else if let Some(command) = self.serve {
+            (
+                Target::Serve {
+                    command,
+                    path: process.serve_path,
                 },
                 profile,
             )
@@ -212,6 +240,8 @@ struct LoadArgs {
     target: TargetArgs,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    process: ProcessArgs,
     /// Concurrent clients, each with its own session.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -240,6 +270,8 @@ struct FuzzArgs {
     target: TargetArgs,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    process: ProcessArgs,
     /// The JSON-lines log of the witness behind an --http gate.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -279,6 +311,8 @@ struct RunArgs {
     target: TargetArgs,
     #[command(flatten)]
     tls: TlsArgs,
+    #[command(flatten)]
+    process: ProcessArgs,
     /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
     #[arg(long, requires = "http")]
     witness_log: Option<PathBuf>,
@@ -661,7 +695,9 @@ impl AuthArgs {
 
 fn load_command(args: LoadArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::load::{load, summary, LoadOptions};
-    let (target, _) = args.target.resolve(None, Profile::Server, args.tls);
+    let (target, _) = args
+        .target
+        .resolve(None, Profile::Server, args.tls, args.process);
     let time = args.time.map(Duration::from_secs);
     let results = load(LoadOptions {
         target,
@@ -698,9 +734,9 @@ fn fuzz_command(args: FuzzArgs) -> anyhow::Result<u8> {
             return Ok(exit::USAGE);
         }
     };
-    let (target, profile) = args
-        .target
-        .resolve(args.witness_log, args.profile, args.tls);
+    let (target, profile) =
+        args.target
+            .resolve(args.witness_log, args.profile, args.tls, args.process);
     let outcome = fuzz(FuzzOptions {
         target,
         profile,
@@ -807,9 +843,9 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
     let Some((identity, mapping)) = spelling(&args, &inputs)? else {
         return Ok(exit::USAGE);
     };
-    let (target, profile) = args
-        .target
-        .resolve(args.witness_log, args.profile, args.tls);
+    let (target, profile) =
+        args.target
+            .resolve(args.witness_log, args.profile, args.tls, args.process);
     let opts = RunOptions {
         target,
         profile,

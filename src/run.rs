@@ -12,6 +12,7 @@ pub use crate::target::Target;
 use crate::target::{self, Lane, Restarts};
 use crate::trial::Judging;
 use crate::verdict::{self, Status};
+use crate::versions::Version;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -460,6 +461,8 @@ fn plan(
     shared: &Arc<Shared>,
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
+    let versions: Vec<(crate::report::LaneId, Version)> =
+        lanes.iter().map(|l| (l.id.clone(), l.id.version)).collect();
     for lane in lanes {
         let lane = Arc::new(lane);
         let settings = Arc::new(lane.settings(settings));
@@ -477,7 +480,7 @@ fn plan(
             }
             let ordinal = trials.len();
             let (name, kind) = (case.id.clone(), lane.id.to_string());
-            if !applies(case, &lane, &settings) {
+            if !applies(case, &lane, &settings) || !series_here(case, &lane, &versions) {
                 shared.collector.push(ordinal, lane.record(case, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
@@ -528,6 +531,30 @@ fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
         && crate::identity::Identity::can_send(settings.identity.as_ref(), &case.spec)
 }
 
+/// A series runs once per target, not once per version (what accumulates does not depend on
+/// the version spoken), at the newest version the case applies to; and only on a target the
+/// run was given (`--serve`, `--http`, `--gate`...), never on the embedded default's in-process
+/// copies, which would measure the runner's own process and slow its ten-second run.
+fn series_here(case: &Case, lane: &Lane, lanes: &[(crate::report::LaneId, Version)]) -> bool {
+    if case.spec.series.is_none() {
+        return true;
+    }
+    if lane.copies.is_some() {
+        return false;
+    }
+    let same_target = |id: &crate::report::LaneId| {
+        id.profile == lane.id.profile
+            && id.transport == lane.id.transport
+            && id.downstream == lane.id.downstream
+    };
+    let newest = lanes
+        .iter()
+        .filter(|(id, v)| same_target(id) && case.applies_to_version(*v))
+        .map(|(_, v)| *v)
+        .max();
+    newest == Some(lane.id.version)
+}
+
 /// One (case, lane) trial with what it needs to run on any thread.
 struct OneTrial {
     case: Case,
@@ -571,6 +598,17 @@ impl OneTrial {
         let (mut obs, held) = shared.rt.block_on(judging.observe(case, lane, &context));
         if !held.on_copy {
             self.watch_target(&mut obs);
+        }
+        // A series leaves its state behind (sessions, caches): a target the runner started
+        // meets the next case afresh, while this trial still holds the lane alone.
+        if case.spec.series.is_some()
+            && obs.target_down.is_none()
+            && lane.start_afresh() == Some(false)
+        {
+            eprintln!(
+                "the target could not be started again after the series {}",
+                case.id
+            );
         }
         let v = verdict::judge(case, &obs, &context);
         drop(held);

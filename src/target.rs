@@ -28,6 +28,16 @@ pub enum Target {
         witness_log: Option<PathBuf>,
         /// How an `https` URL's certificate is checked.
         tls: crate::transport::tls::TlsOptions,
+        /// The server's process on this machine (`--pid`), read for memory and CPU.
+        pid: Option<u32>,
+    },
+    /// An HTTP server the runner starts itself (`--serve`): `{port}` becomes a free loopback
+    /// port, where it must serve `path`. The runner knows its process (memory and CPU are
+    /// read from it), starts it again when a case leaves it dead or after a series (which
+    /// leaves state behind it), and stops it at the end.
+    Serve {
+        command: String,
+        path: String,
     },
     Stdio {
         command: String,
@@ -87,6 +97,12 @@ pub struct Lane {
     /// The gate process the runner started for this lane (`--gate`), restarted when a case
     /// leaves it broken.
     pub process: Option<Arc<GateProcess>>,
+    /// The target's process, when the runner knows it (`--serve`, `--pid`): what series read
+    /// memory, CPU and descriptors from.
+    pub watch: Option<crate::transport::procfs::Watch>,
+    /// Series cases hold it alone (a write lock), every other trial shares it (a read lock):
+    /// what a series measures of the process is its own.
+    pub exclusive: Arc<tokio::sync::RwLock<()>>,
     /// For a lane whose target the runner serves in-process (the embedded default's HTTP
     /// lanes): copies of it, each with a witness record of its own, so that its trials run
     /// concurrently like any others instead of one at a time under `serial`.
@@ -445,23 +461,73 @@ pub(crate) fn gate_http_lane(
     personality: Personality,
 ) -> Result<Lane, RunError> {
     let (downstream, record) = start_witness(rt, keep, personality)?;
+    let process = Arc::new(start_process(
+        template,
+        &[("{downstream_url}", downstream.to_url())],
+    )?);
+    let port = process.port;
+    keep.gates.push(process.clone());
+    let mut lane = plain_lane(
+        TransportKind::Http,
+        Profile::Gate,
+        Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp"))?),
+        Some(WitnessView::Memory(record)),
+    )
+    .behind(personality);
+    lane.process = Some(process);
+    Ok(lane)
+}
+
+/// An HTTP server the runner starts (`--serve`) on a free loopback port, serving `path`.
+fn served_lane(
+    template: &str,
+    path: &str,
+    profile: Profile,
+    keep: &mut Keep,
+) -> Result<Lane, RunError> {
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    let process = Arc::new(start_process(template, &[])?);
+    keep.gates.push(process.clone());
+    let port = process.port;
+    let mut lane = plain_lane(
+        TransportKind::Http,
+        profile,
+        Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}{path}"))?),
+        None,
+    );
+    let followed = process.clone();
+    lane.watch = Some(crate::transport::procfs::Watch::following(move || {
+        followed.pid()
+    }));
+    lane.process = Some(process);
+    Ok(lane)
+}
+
+/// Start `template` with `{port}` a free loopback port (and each `(name, value)` of `more`
+/// replaced), waiting (bounded) until the port accepts.
+fn start_process(template: &str, more: &[(&str, String)]) -> Result<GateProcess, RunError> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(RunError::Setup)?
         .port();
-    let command = template
-        .replace("{downstream_url}", &downstream.to_url())
-        .replace("{port}", &port.to_string());
+    let mut command = template.replace("{port}", &port.to_string());
+    for (name, value) in more {
+        command = command.replace(name, value);
+    }
     let words = shell_words::split(&command).map_err(|_| RunError::BadTarget(command.clone()))?;
     let (program, args) = words
         .split_first()
         .ok_or_else(|| RunError::BadTarget(command.clone()))?;
-    let process = Arc::new(GateProcess {
+    let process = GateProcess {
         program: program.clone(),
         args: args.to_vec(),
         port,
         child: std::sync::Mutex::new(None),
-    });
+    };
     // A program that cannot be found is a target that cannot be tested, as for --stdio.
     let started = process.start().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
@@ -475,16 +541,7 @@ pub(crate) fn gate_http_lane(
     if !started {
         return Err(RunError::GateDidNotStart(port));
     }
-    keep.gates.push(process.clone());
-    let mut lane = plain_lane(
-        TransportKind::Http,
-        Profile::Gate,
-        Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}/mcp"))?),
-        Some(WitnessView::Memory(record)),
-    )
-    .behind(personality);
-    lane.process = Some(process);
-    Ok(lane)
+    Ok(process)
 }
 
 /// An HTTP gate the runner started (`--gate`), which it can start again on the same port when a
@@ -522,6 +579,13 @@ impl GateProcess {
         Ok(true)
     }
 
+    /// The process running now, if one is.
+    fn pid(&self) -> Option<u32> {
+        crate::sync::lock(&self.child)
+            .as_ref()
+            .map(std::process::Child::id)
+    }
+
     /// Kill the process and reap it.
     fn stop(&self) {
         if let Some(mut c) = crate::sync::lock(&self.child).take() {
@@ -547,6 +611,8 @@ pub(crate) fn plain_lane(
         stateless: false,
         died_during: Arc::new(std::sync::Mutex::new(None)),
         process: None,
+        watch: None,
+        exclusive: Arc::default(),
         copies: None,
     }
 }
@@ -671,6 +737,7 @@ pub fn resolve(
             url,
             witness_log,
             tls,
+            pid,
         } => {
             let url = HttpUrl::parse_with(url, tls)?;
             // An https target whose certificate is not trusted would fail every case the same
@@ -688,16 +755,14 @@ pub fn resolve(
                 .as_ref()
                 .map(|p| WitnessView::Log(witness::LogReader::new(p.clone())));
             let name = url.to_url();
-            (
-                vec![plain_lane(
-                    TransportKind::Http,
-                    profile,
-                    Endpoint::Http(url),
-                    witness,
-                )],
-                name,
-            )
+            let mut lane = plain_lane(TransportKind::Http, profile, Endpoint::Http(url), witness);
+            lane.watch = pid.map(crate::transport::procfs::Watch::pid);
+            (vec![lane], name)
         }
+        Target::Serve { command, path } => (
+            vec![served_lane(command, path, profile, keep)?],
+            format!("serve: {command}"),
+        ),
         Target::Stdio { command } => {
             let endpoint = Endpoint::stdio(command.clone(), None);
             (
@@ -954,6 +1019,13 @@ pub(crate) struct Gone {
 }
 
 impl Lane {
+    /// Start the process the runner started for this lane again (after a series, which leaves
+    /// state behind it): whether it came up, or `None` for a lane without one.
+    pub(crate) fn start_afresh(&self) -> Option<bool> {
+        let process = self.process.as_ref()?;
+        Some(process.start().unwrap_or(false))
+    }
+
     /// Why a trial on this lane is not run: its target died earlier and was not brought back.
     pub fn down(&self) -> Option<String> {
         let killer = crate::sync::lock(&self.died_during).clone()?;

@@ -81,6 +81,12 @@ impl Judging<'_> {
         // Decided here once: the endpoint is probed after the case wherever the case needs it
         // alive, and the judge reads what the probe saw.
         let check_alive = context.expectation(case).alive.unwrap_or(true);
+        // A series measures the target's process: nothing else runs on the lane meanwhile.
+        let exclusive = if case.spec.series.is_some() {
+            Exclusive::Alone(lane.exclusive.write().await)
+        } else {
+            Exclusive::Beside(lane.exclusive.read().await)
+        };
         let copy = match &lane.copies {
             Some(copies) => copies.take().await.ok(),
             None => None,
@@ -95,8 +101,15 @@ impl Judging<'_> {
             Some(c) => (&c.endpoint, Some(&c.witness)),
             None => (&lane.endpoint, lane.witness.as_ref()),
         };
-        let observation =
-            exchange::run_case(case, endpoint, self.settings, witness, check_alive).await;
+        let observation = exchange::run_case(
+            case,
+            endpoint,
+            self.settings,
+            witness,
+            lane.watch.as_ref(),
+            check_alive,
+        )
+        .await;
         let on_copy = copy.is_some();
         if let (Some(copies), Some(copy)) = (&lane.copies, copy) {
             // Only a copy seen answering after its trial serves another; one the trial left
@@ -109,6 +122,7 @@ impl Judging<'_> {
             observation,
             Held {
                 _guard: guard,
+                _exclusive: exclusive,
                 on_copy,
             },
         )
@@ -120,7 +134,15 @@ impl Judging<'_> {
 #[derive(Debug)]
 pub(crate) struct Held<'l> {
     _guard: Option<tokio::sync::MutexGuard<'l, ()>>,
+    _exclusive: Exclusive<'l>,
     /// The trial ran on a copy of the lane's target: whatever it did to it, the lane's own
     /// target is untouched (a copy it left unable to answer is dropped, not given back).
     pub on_copy: bool,
+}
+
+/// How a trial holds its lane's process: alone (a series) or beside other trials.
+#[derive(Debug)]
+enum Exclusive<'l> {
+    Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'l, ()>),
+    Beside(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'l, ()>),
 }

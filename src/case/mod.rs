@@ -11,7 +11,7 @@ pub use body::Body;
 pub use model::{
     AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
     Expect, IdRule, Level, MappingNeed, NestSpec, OneOrMany, Outcome, Profile, RepeatSpec,
-    RequestSpec, SessionMode, StatusPattern, TransportKind, VersionRange,
+    RequestSpec, SeriesExpect, SeriesSpec, SessionMode, StatusPattern, TransportKind, VersionRange,
 };
 
 use crate::versions::Version;
@@ -51,6 +51,8 @@ pub(crate) const PLACEHOLDERS: &[&str] = &[
     "meta_arguments_key",
     "meta_arguments_open",
     "client",
+    "step",
+    "fresh",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -640,7 +642,54 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     if spec.timeout_ms.is_some_and(|t| t == 0 || t > 600_000) {
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
     }
-    validate_clients(path, text, spec)
+    validate_clients(path, text, spec)?;
+    validate_series(path, text, spec)
+}
+
+/// A series: over HTTP (each step a request of its own), within its bounds, its per-step
+/// placeholders only where steps are.
+fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
+    let Some(series) = &spec.series else {
+        return if text.contains("{{step}}") || text.contains("{{fresh}}") {
+            Err(invalid(
+                path,
+                "`{{step}}` and `{{fresh}}` are a series step's: they need `series`",
+            ))
+        } else if spec.expect.series.is_some() {
+            Err(invalid(path, "`expect.series` needs `series`"))
+        } else {
+            Ok(())
+        };
+    };
+    if !(1..=20_000).contains(&series.count) || series.warmup >= series.count {
+        return Err(invalid(
+            path,
+            "`series.count` must be 1..=20000 and `series.warmup` below it",
+        ));
+    }
+    if !(1..=16).contains(&series.connections) {
+        return Err(invalid(path, "`series.connections` must be 1..=16"));
+    }
+    if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
+        return Err(invalid(
+            path,
+            "a series needs `\"transports\": [\"http\"]` (each step is a request of its own)",
+        ));
+    }
+    if spec.request.raw_http.is_some() || spec.clients.is_some() {
+        return Err(invalid(
+            path,
+            "a series sends a request the runner builds, from one client",
+        ));
+    }
+    if series
+        .cap
+        .as_ref()
+        .is_some_and(|c| c.as_slice().iter().any(|s| !s.is_valid()))
+    {
+        return Err(invalid(path, "`series.cap` holds an invalid HTTP status"));
+    }
+    Ok(())
 }
 
 /// Concurrent clients: 2 to 16, over HTTP, each with a mark of its own in what it sends.

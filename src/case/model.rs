@@ -106,6 +106,57 @@ impl AliveProbe {
     }
 }
 
+/// How a series repeats its request (`series`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesSpec {
+    /// How many times the request is sent at most (1 to 20000).
+    #[schemars(range(min = 1, max = 20000))]
+    pub count: u32,
+    /// Steps sent before memory is measured (the slope is taken after them): caches filling,
+    /// allocators settling.
+    #[serde(default)]
+    pub warmup: u32,
+    /// How many connections send steps at once (1 to 16).
+    #[serde(default = "one_connection")]
+    #[schemars(range(min = 1, max = 16))]
+    pub connections: u8,
+    /// Answers that end the series as a bound the protocol allows (a session cap's 503, a rate
+    /// limit's 429): the server refused to keep more, which is what the series looks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<OneOrMany<StatusPattern>>,
+    /// After the series, the runner closes every session a step opened (`DELETE` with its id),
+    /// so the next case meets the server as it was; a server that frees nothing on `DELETE`
+    /// shows it in the memory read after.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close_sessions: bool,
+}
+
+fn one_connection() -> u8 {
+    1
+}
+
+/// What a whole series may cost (`expect.series`). Memory and CPU are read from the target's
+/// process (`--serve`, `--pid`, a stdio server); without one they are "not observed".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesExpect {
+    /// Resident memory the target may keep per step, in bytes: the least-squares slope of its
+    /// memory over the steps after the warm-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained_bytes_per_step: Option<u64>,
+    /// CPU time the target may spend per step, in microseconds (over the whole series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_step: Option<u64>,
+    /// The slowest answer a `ping` on another connection may take while the series runs, in
+    /// milliseconds: a server whose event loop one client's input blocks fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_ms: Option<u64>,
+    /// Open descriptors the target may gain over the series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fds_growth: Option<u64>,
+}
+
 /// An inclusive range of protocol versions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -246,6 +297,11 @@ pub struct CaseSpec {
     /// a result, so a gate that answers on its own but forwards nothing any more is dead.
     #[serde(default, skip_serializing_if = "AliveProbe::is_ping")]
     pub alive_probe: AliveProbe,
+    /// The request is sent many times over (a series), to see what accumulates: sessions never
+    /// expired, state kept per name asked, CPU spent per input. Each step writes `{{step}}` and
+    /// `{{fresh}}` anew; `expect` judges every step's answer, `expect.series` the whole series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<SeriesSpec>,
     pub request: RequestSpec,
     pub expect: Expect,
     #[serde(default)]
@@ -473,6 +529,9 @@ pub struct Expect {
     /// HTTP: the refusal carries this `WWW-Authenticate` challenge.
     #[serde(default)]
     pub challenge: Option<ChallengeSpec>,
+    /// A series: what the whole of it may cost the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<SeriesExpect>,
 }
 
 impl Expect {
@@ -500,6 +559,7 @@ impl Expect {
             max_memory_growth_kib: strict.max_memory_growth_kib.or(self.max_memory_growth_kib),
             server_requests: strict.server_requests.or(self.server_requests),
             challenge: strict.challenge.clone().or_else(|| self.challenge.clone()),
+            series: strict.series.clone().or_else(|| self.series.clone()),
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod exchange;
 pub mod http;
 mod pacing;
+pub mod procfs;
 pub mod stdio;
 pub mod tls;
 
@@ -159,6 +160,55 @@ pub struct Observation {
     /// The `_meta` the case's request carried as the runner gave it (a modern lane's, or the
     /// `{{meta}}` a case wrote), when it carried one: what a gate must forward with it.
     pub meta_sent: Option<Value>,
+    /// A series case: what the whole series did (its first step's answer is this
+    /// observation's own).
+    pub series: Option<Box<SeriesSeen>>,
+}
+
+/// What a series sent, got and cost the target.
+#[derive(Debug, Clone, Default)]
+pub struct SeriesSeen {
+    /// The steps the case asked for.
+    pub count: u32,
+    /// The steps sent.
+    pub sent: u32,
+    /// The first step answered with a status in the case's `cap` set, and that status: the
+    /// series ended there.
+    pub capped_at: Option<(u32, u16)>,
+    /// The series' budget ran out before its count (and no cap came).
+    pub cut: bool,
+    /// One example of each kind of answer, the first step's first.
+    pub kinds: Vec<StepKind>,
+    /// Whether the target's process was known (`--serve`, `--pid`): without it memory, CPU and
+    /// descriptors are not observed.
+    pub watched: bool,
+    /// The process before the first step, while the steps ran (with the steps done by then),
+    /// after the last, and after its sessions were closed.
+    pub before: Option<crate::transport::procfs::ProcSample>,
+    pub samples: Vec<(u32, crate::transport::procfs::ProcSample)>,
+    pub after: Option<crate::transport::procfs::ProcSample>,
+    pub after_close: Option<crate::transport::procfs::ProcSample>,
+    /// How long each `ping` on the other connection took (ms), and those that got no answer.
+    pub pings: Vec<u64>,
+    pub ping_failures: Vec<String>,
+    /// The status a ping in the first session a step opened got after the series: 404 says
+    /// the server let it go (evicted or expired), so sessions are bounded.
+    pub first_session_answer: Option<u16>,
+    /// Sessions closed with `DELETE` after the series.
+    pub sessions_closed: usize,
+    pub elapsed: Duration,
+}
+
+/// One kind of answer in a series: how many steps got it and the first one's observation.
+#[derive(Debug, Clone)]
+pub struct StepKind {
+    /// What the kind is (status, error code or result, ending), in words.
+    pub key: String,
+    pub step: u32,
+    pub count: u32,
+    /// Its status is in the case's `cap` set.
+    pub capped: bool,
+    pub observation: Box<Observation>,
 }
 
 /// What the clients of a `clients` case sent and got.
@@ -243,6 +293,7 @@ impl Observation {
             clients: None,
             learned: Vec::new(),
             meta_sent: None,
+            series: None,
         }
     }
 

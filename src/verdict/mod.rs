@@ -9,6 +9,7 @@ mod clients;
 mod effects;
 mod forwarded;
 mod leak;
+mod series;
 mod shape;
 
 use crate::case::{Case, Expect, Level, Outcome, Profile, TransportKind};
@@ -50,6 +51,14 @@ pub enum Check {
     Challenge,
     /// A `clients` case: an answer reached a client other than the one that asked, or none.
     Crossed,
+    /// A series: what it sent and got, and whether the server bounded it.
+    Series,
+    /// A series: memory the target kept per step.
+    Memory,
+    /// A series: CPU the target spent per step.
+    Cpu,
+    /// A series: how long a `ping` on another connection took while it ran.
+    Latency,
 }
 
 impl Check {
@@ -70,6 +79,10 @@ impl Check {
             Check::Resources => "resources",
             Check::Challenge => "challenge",
             Check::Crossed => "crossed",
+            Check::Series => "series",
+            Check::Memory => "memory",
+            Check::Cpu => "cpu",
+            Check::Latency => "latency",
         }
     }
 }
@@ -352,6 +365,9 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             verdict.status = verdict.status.max(Status::Warn);
         }
     }
+    if let Some(seen) = &obs.series {
+        judge_steps(case, seen, ctx, &mut verdict);
+    }
     // The target this case left gone fails it, whatever the case lets the endpoint do.
     if let Some(note) = &obs.target_down {
         verdict.findings.push(Finding {
@@ -362,6 +378,48 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
         verdict.status = Status::Fail;
     }
     verdict
+}
+
+/// Every kind of answer a series' steps got besides the first step's (which `verdict` judged),
+/// judged as that case's answer; a kind in the case's `cap` set is judged as a refusal with
+/// one of those statuses. Findings name the step and how many steps got that kind.
+fn judge_steps(
+    case: &Case,
+    seen: &crate::transport::SeriesSeen,
+    ctx: &Context,
+    verdict: &mut Verdict,
+) {
+    let cap = case.spec.series.as_ref().and_then(|s| s.cap.clone());
+    for kind in seen.kinds.iter().skip(1) {
+        let mut expect = ctx.expectation(case);
+        if kind.capped {
+            expect.outcome = Some(crate::case::OneOrMany::One(Outcome::Reject));
+            expect.http_status = cap.clone();
+            expect.error_code = None;
+            expect.id = None;
+        }
+        // Memory, CPU and liveness are the series' own: judged once, on the whole.
+        expect.series = None;
+        let step = judge_by(case, &kind.observation, ctx, expect);
+        for f in step
+            .findings
+            .into_iter()
+            .filter(|f| f.status != Status::Pass)
+        {
+            verdict.findings.push(Finding {
+                check: f.check,
+                status: f.status,
+                message: format!(
+                    "step {} ({}; {} steps answered so): {}",
+                    kind.step + 1,
+                    kind.key,
+                    kind.count,
+                    f.message
+                ),
+            });
+            verdict.status = verdict.status.max(f.status);
+        }
+    }
 }
 
 fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Verdict {
@@ -402,6 +460,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.server_requests();
     j.alive();
     j.resources();
+    j.series();
     j.crossed();
     j.leaks();
     j.verdict(observed)

@@ -969,6 +969,7 @@ fn sse_sequence(messages: &[Value]) -> Answer {
 
 /// A transport-level refusal: the status with a JSON-RPC error envelope whose id is null.
 fn refusal(w: &Witness, status: StatusCode, message: &str) -> Answer {
+    w.refused();
     if w.config.is(Broken::Crash500) {
         return crash_page(&Value::Null);
     }

@@ -99,6 +99,17 @@ pub enum Broken {
     /// call's answer waits up to 150 ms for another request with the same id, and the two are
     /// swapped, each client getting the other's.
     SharedTransport,
+    /// HTTP: keeps every session it opens, forever, each with the state a real server's
+    /// session holds (32 KiB here: its task, streams and buffers), as the Python SDK did before
+    /// 1.30.0 (GHSA-84m7-p3x7-pcfv): no cap, no eviction, no expiry.
+    KeepSessions,
+    /// HTTP: a request it refuses for want of a session still leaves 32 KiB behind (a session
+    /// made for it and never let go), as the Python SDK before 1.30.0 did for every refused
+    /// opening request.
+    LeakRefused,
+    /// Caches 32 KiB for every distinct tool name it is asked to call, known or not, and never
+    /// lets any go: a cache keyed by whatever a client sends.
+    CacheNames,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -230,11 +241,51 @@ pub struct Conversation {
 pub struct Witness {
     pub config: WitnessConfig,
     pub recorder: Recorder,
-    sessions: Mutex<HashMap<String, Conversation>>,
+    sessions: Mutex<Sessions>,
+    /// What the `leak-refused` and `cache-names` modes keep: never let go.
+    kept: Mutex<Kept>,
     /// HTTP with `auth`: the token subject that opened each session.
     owners: Mutex<HashMap<String, String>>,
     /// `shared-transport`: tool answers waiting for another request with the same id, by id.
     crossing: Mutex<HashMap<String, (Value, tokio::sync::oneshot::Sender<Value>)>>,
+}
+
+/// Sessions the witness keeps at most: at the cap the least recently used one goes (its id then
+/// answers 404, as an ended session's must), so no client can grow it without bound.
+pub const MAX_SESSIONS: usize = 1000;
+
+/// The open sessions: each conversation with when it was last used (a counter), and in the
+/// `keep-sessions` mode the state it holds.
+#[derive(Debug, Default)]
+struct Sessions {
+    open: HashMap<String, (Conversation, u64, Option<Vec<u8>>)>,
+    clock: u64,
+}
+
+impl Sessions {
+    fn evict_least_recently_used(&mut self) {
+        let oldest = self
+            .open
+            .iter()
+            .min_by_key(|(_, (_, used, _))| *used)
+            .map(|(id, _)| id.clone());
+        if let Some(id) = oldest {
+            self.open.remove(&id);
+        }
+    }
+}
+
+/// What the broken modes that accumulate keep.
+#[derive(Debug, Default)]
+struct Kept {
+    refused: Vec<Vec<u8>>,
+    names: HashMap<String, Vec<u8>>,
+}
+
+/// The state a broken mode keeps per request or name: 32 KiB, written so that it is resident
+/// (zeroed pages from the allocator would not be).
+fn ballast() -> Vec<u8> {
+    vec![0x5a; 32 * 1024]
 }
 
 /// How long a `shared-transport` answer waits for a request with the same id to swap with.
@@ -245,7 +296,8 @@ impl Witness {
         Witness {
             config,
             recorder,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(Sessions::default()),
+            kept: Mutex::new(Kept::default()),
             owners: Mutex::new(HashMap::new()),
             crossing: Mutex::new(HashMap::new()),
         }
@@ -294,22 +346,51 @@ impl Witness {
     /// Create a session for a successful HTTP initialize and return its id.
     pub(crate) fn open_session(&self, negotiated: String) -> String {
         let id = random_session_id();
-        crate::sync::lock(&self.sessions).insert(
-            id.clone(),
-            Conversation {
-                negotiated: Some(negotiated),
-                batches: false,
-            },
-        );
+        let conv = Conversation {
+            negotiated: Some(negotiated),
+            batches: false,
+        };
+        let keep_all = self.config.is(Broken::KeepSessions);
+        let mut sessions = crate::sync::lock(&self.sessions);
+        if !keep_all && sessions.open.len() >= MAX_SESSIONS {
+            sessions.evict_least_recently_used();
+        }
+        let ballast = keep_all.then(ballast);
+        sessions.clock += 1;
+        let used = sessions.clock;
+        sessions.open.insert(id.clone(), (conv, used, ballast));
+        drop(sessions);
         id
     }
 
     pub fn session(&self, id: &str) -> Option<Conversation> {
-        crate::sync::lock(&self.sessions).get(id).cloned()
+        let mut sessions = crate::sync::lock(&self.sessions);
+        sessions.clock += 1;
+        let now = sessions.clock;
+        let (conv, used, _) = sessions.open.get_mut(id)?;
+        *used = now;
+        Some(conv.clone())
     }
 
     pub(crate) fn close_session(&self, id: &str) -> bool {
-        crate::sync::lock(&self.sessions).remove(id).is_some()
+        crate::sync::lock(&self.sessions).open.remove(id).is_some()
+    }
+
+    /// `leak-refused`: what a refused request leaves behind.
+    pub(crate) fn refused(&self) {
+        if self.config.is(Broken::LeakRefused) {
+            crate::sync::lock(&self.kept).refused.push(ballast());
+        }
+    }
+
+    /// `cache-names`: the tool name a call asked for, cached for good.
+    fn cache_name(&self, name: &str) {
+        if self.config.is(Broken::CacheNames) {
+            crate::sync::lock(&self.kept)
+                .names
+                .entry(name.to_string())
+                .or_insert_with(ballast);
+        }
     }
 
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
@@ -769,6 +850,7 @@ impl Witness {
         let tool_error = |t: &str| {
             Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": true}))
         };
+        self.cache_name(name);
         if !TOOLS.iter().any(|(n, _)| *n == name) {
             return Ok(Outcome::Error(-32602, "Unknown tool"));
         }

@@ -21,6 +21,7 @@ mod http_request;
 mod over_http;
 mod over_stdio;
 mod probe;
+mod series;
 mod stdio_request;
 
 use self::over_http::run_http;
@@ -165,6 +166,7 @@ pub async fn run_case(
     endpoint: &Endpoint,
     settings: &Settings,
     witness: Option<&WitnessView>,
+    watch: Option<&super::procfs::Watch>,
     check_alive: bool,
 ) -> Observation {
     let started = Instant::now();
@@ -174,7 +176,12 @@ pub async fn run_case(
         .as_ref()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
     let mut obs = match endpoint {
-        Endpoint::Http(url) => run_http(case, url, settings, witness, check_alive).await,
+        Endpoint::Http(url) => match &case.spec.series {
+            Some(series) => {
+                series::run_series(case, series, url, settings, watch, check_alive).await
+            }
+            None => run_http(case, url, settings, witness, check_alive).await,
+        },
         Endpoint::Stdio {
             command,
             log_dir,

@@ -20,7 +20,7 @@ pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Opt
 
 /// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the ping: a
 /// call of the allowed tool in a session of its own, which must come back with a result.
-async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+pub(super) async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
     let call = probe_call(settings);
     let why = match probe_exchange(url, settings, &call, PROBE_CALL_ID).await {
         Ok((_, answers)) if answers.iter().any(|m| probe_call_answered(m).is_ok()) => {
@@ -82,7 +82,7 @@ async fn probe_exchange(
 
 /// The client's placeholders with what this exchange learned of the target: where it is, and
 /// the session its handshake opened (and the first client's mark, in a `clients` case).
-fn learned_placeholders(
+pub(super) fn learned_placeholders(
     url: &HttpUrl,
     settings: &Settings,
     hs: Option<&Handshake>,
@@ -193,7 +193,7 @@ fn path_upper(path: &str) -> String {
 
 /// What the answer says: messages and garbage, the first bytes, trailing answers on the same
 /// connection, the text the oracles scan (body, trailing bytes, headers), and the HTTP facts.
-fn read_response(obs: &mut Observation, resp: &HttpResponse) {
+pub(super) fn read_response(obs: &mut Observation, resp: &HttpResponse) {
     let (msgs, garbage) = http_messages(resp);
     obs.messages = msgs;
     obs.garbage = garbage;

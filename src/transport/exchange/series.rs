@@ -1,0 +1,413 @@
+//! A series over HTTP: the case's request sent many times over (`series`), each step with its
+//! own `{{step}}` and `{{fresh}}`, on a few connections at once, while the runner samples the
+//! target's process (memory, CPU, descriptors) and times a `ping` on a connection of its own.
+//! One example answer is kept for each kind of answer that came back (status, error code, how
+//! it ended), so the judge reads every kind as it reads one case's answer; the series stops at
+//! the first answer in the case's `cap` set. Nothing here decides pass or fail.
+
+use super::http_request::{http_handshake, http_messages, post_json, standard_headers, Sent};
+use super::over_http::{http_probe, http_probe_call, learned_placeholders, read_response};
+use super::*;
+use crate::case::{SeriesSpec, StatusPattern};
+use crate::transport::procfs::{self, ProcSample, Watch};
+use crate::transport::{SeriesSeen, StepKind};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The longest a whole series may take, whatever its count (the run's own deadline may end it
+/// sooner); what it sent by then is judged, and the report says it was cut.
+const SERIES_BUDGET: Duration = Duration::from_secs(300);
+/// How often the process is sampled and the other connection pings.
+const SAMPLE_EVERY: Duration = Duration::from_millis(25);
+const PING_EVERY: Duration = Duration::from_millis(100);
+/// Kinds of answer kept with an example each (what is past them is counted in the last).
+const KINDS_KEPT: usize = 8;
+/// Session ids kept for closing after the series.
+const SESSIONS_KEPT: usize = 20_000;
+
+/// What the steps share while they run.
+struct Steps {
+    next: AtomicU32,
+    done: AtomicU32,
+    stop: AtomicBool,
+    capped_at: Mutex<Option<(u32, u16)>>,
+    kinds: Mutex<Vec<StepKind>>,
+    sessions: Mutex<Vec<String>>,
+}
+
+pub(super) async fn run_series(
+    case: &Case,
+    series: &SeriesSpec,
+    url: &HttpUrl,
+    settings: &Settings,
+    watch: Option<&Watch>,
+    check_alive: bool,
+) -> Observation {
+    let mut seen = SeriesSeen {
+        count: series.count,
+        watched: watch.is_some(),
+        ..SeriesSeen::default()
+    };
+    let started = Instant::now();
+    let budget_end = (started + SERIES_BUDGET).min(settings.case_ends(case) + SERIES_BUDGET);
+    let modern = modern_setup(case, settings);
+    let hs = match case.spec.session {
+        SessionMode::Initialized if modern.is_none() => {
+            match http_handshake(
+                url,
+                &handshake_settings(case, settings),
+                settings.case_ends(case),
+            )
+            .await
+            {
+                Ok(hs) => Some(hs),
+                Err(e) => {
+                    let mut obs = Observation::new(crate::case::TransportKind::Http);
+                    obs.setup_error = Some(chain(&e));
+                    return obs;
+                }
+            }
+        }
+        _ => None,
+    };
+    let steps = Arc::new(Steps {
+        next: AtomicU32::new(0),
+        done: AtomicU32::new(0),
+        stop: AtomicBool::new(false),
+        capped_at: Mutex::new(None),
+        kinds: Mutex::new(Vec::new()),
+        sessions: Mutex::new(Vec::new()),
+    });
+    let pid = watch.and_then(Watch::now);
+    let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
+    let pinger = tokio::spawn(ping_while(url.clone(), settings.clone(), steps.clone()));
+    let before = pid.and_then(procfs::sample);
+    let shared = Arc::new(Shared {
+        case: case.clone(),
+        series: series.clone(),
+        url: url.clone(),
+        settings: settings.clone(),
+        hs: hs.clone(),
+        tag: fresh_tag(),
+        budget_end,
+    });
+    let workers: Vec<_> = (0..series.connections)
+        .map(|_| tokio::spawn(step_loop(shared.clone(), steps.clone())))
+        .collect();
+    for w in workers {
+        let _ = w.await;
+    }
+    steps.stop.store(true, Ordering::SeqCst);
+    seen.cut = steps.next.load(Ordering::SeqCst) < series.count
+        && crate::sync::lock(&steps.capped_at).is_none()
+        && Instant::now() >= budget_end;
+    seen.samples = match sampler {
+        Some(s) => s.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    (seen.pings, seen.ping_failures) = pinger.await.unwrap_or_default();
+    seen.sent = steps.done.load(Ordering::SeqCst);
+    seen.capped_at = *crate::sync::lock(&steps.capped_at);
+    seen.before = before;
+    seen.after = pid.and_then(procfs::sample);
+    seen.elapsed = started.elapsed();
+    let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
+    if let Some(first) = sessions.first() {
+        seen.first_session_answer = Some(session_status(url, settings, first, "POST").await);
+    }
+    if series.close_sessions {
+        for s in &sessions {
+            let _ = session_status(url, settings, s, "DELETE").await;
+        }
+        seen.sessions_closed = sessions.len();
+        if let Some(pid) = pid {
+            // Give the server a moment to let go of what the closed sessions held.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            seen.after_close = procfs::sample(pid);
+        }
+    }
+    let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
+    kinds.sort_by_key(|k| k.step);
+    let mut obs = match kinds.first() {
+        Some(k) => (*k.observation).clone(),
+        None => {
+            let mut obs = Observation::new(crate::case::TransportKind::Http);
+            obs.setup_error = Some("the series sent no step before its budget ran out".into());
+            obs
+        }
+    };
+    seen.kinds = kinds;
+    if check_alive && obs.setup_error.is_none() {
+        let (mut alive, mut detail) = http_probe(url, settings).await;
+        if alive && case.spec.alive_probe == crate::case::AliveProbe::Downstream {
+            (alive, detail) = http_probe_call(url, settings).await;
+        }
+        obs.alive = Some(alive);
+        obs.alive_detail = detail;
+    }
+    obs.series = Some(Box::new(seen));
+    obs
+}
+
+/// A tag for `{{fresh}}` values (see [`Shared::tag`]).
+fn fresh_tag() -> String {
+    use rand::Rng;
+    format!("{:08x}", rand::rng().random::<u32>())
+}
+
+/// What every connection of a series sends from (owned: each runs as a task of its own).
+struct Shared {
+    case: Case,
+    series: SeriesSpec,
+    url: HttpUrl,
+    settings: Settings,
+    hs: Option<Handshake>,
+    /// Unique to this series, so `{{fresh}}` values differ from every earlier run's.
+    tag: String,
+    budget_end: Instant,
+}
+
+/// One connection's steps: take the next step number, send it, keep what kind of answer it
+/// was, until the count, a cap, or the budget.
+async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
+    let Shared {
+        case,
+        series,
+        url,
+        settings,
+        hs,
+        tag,
+        budget_end,
+    } = &*shared;
+    let (hs, steps, budget_end) = (hs.as_ref(), &*steps, *budget_end);
+    let method = case
+        .spec
+        .request
+        .method
+        .clone()
+        .unwrap_or_else(|| "POST".into());
+    let cap = series.cap.as_ref().map(|c| c.as_slice()).unwrap_or(&[]);
+    loop {
+        if steps.stop.load(Ordering::SeqCst) || Instant::now() >= budget_end {
+            return;
+        }
+        let step = steps.next.fetch_add(1, Ordering::SeqCst);
+        if step >= series.count {
+            return;
+        }
+        let mut ph = learned_placeholders(url, settings, hs, None);
+        ph.set("step", step.to_string())
+            .set("fresh", format!("g{tag}-{step}"));
+        let mut obs = Observation::new(crate::case::TransportKind::Http);
+        obs.learned = ph.values_of(LEARNED);
+        let sent = Sent {
+            url,
+            settings,
+            handshake: hs,
+            modern: modern_setup(case, settings),
+            placeholders: &ph,
+            method: &method,
+            caller: case.spec.caller,
+        };
+        let wire = sent.request(&case.spec.request, &mut obs);
+        let deadline = (Instant::now() + settings.case_deadline(case)).min(budget_end);
+        let status = match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
+            Ok(resp) => {
+                read_response(&mut obs, &resp);
+                if let Some(s) = resp.header("mcp-session-id") {
+                    let mut kept = crate::sync::lock(&steps.sessions);
+                    if kept.len() < SESSIONS_KEPT {
+                        kept.push(s.to_string());
+                    }
+                }
+                Some(resp.status)
+            }
+            Err(e) if e.is_timeout() => {
+                obs.ending = Ending::TimedOut;
+                None
+            }
+            Err(TransportError::Connect(e)) => {
+                obs.ending = Ending::Unreachable(e.to_string());
+                None
+            }
+            Err(_) => {
+                obs.ending = Ending::Closed;
+                None
+            }
+        };
+        steps.done.fetch_add(1, Ordering::SeqCst);
+        let capped = status.is_some_and(|s| cap.iter().any(|c: &StatusPattern| c.matches(s)));
+        if capped {
+            let mut at = crate::sync::lock(&steps.capped_at);
+            if at.is_none_or(|(first, _)| step < first) {
+                *at = status.map(|s| (step, s));
+            }
+            steps.stop.store(true, Ordering::SeqCst);
+        }
+        keep_kind(steps, step, obs, capped);
+        // A target that no longer takes connections will not take the rest either.
+        if matches!(
+            crate::sync::lock(&steps.kinds)
+                .last()
+                .map(|k| &k.observation.ending),
+            Some(Ending::Unreachable(_))
+        ) {
+            steps.stop.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Count `obs` under its kind (status, first error code, ending); the first of a kind is kept
+/// as its example.
+fn keep_kind(steps: &Steps, step: u32, obs: Observation, capped: bool) {
+    let key = kind_key(&obs);
+    let mut kinds = crate::sync::lock(&steps.kinds);
+    if let Some(k) = kinds.iter_mut().find(|k| k.key == key) {
+        k.count += 1;
+        if step < k.step {
+            k.step = step;
+            k.observation = Box::new(obs);
+        }
+        return;
+    }
+    if kinds.len() >= KINDS_KEPT {
+        if let Some(last) = kinds.last_mut() {
+            last.count += 1;
+        }
+        return;
+    }
+    kinds.push(StepKind {
+        key,
+        step,
+        count: 1,
+        capped,
+        observation: Box::new(obs),
+    });
+}
+
+/// What tells one kind of answer from another: the HTTP status, the first JSON-RPC error code
+/// (or that a result came), and how the exchange ended.
+fn kind_key(obs: &Observation) -> String {
+    let status = obs.http.as_ref().map_or(0, |h| h.status);
+    let answer = obs
+        .messages
+        .iter()
+        .find_map(|m| {
+            if let Some(code) = m.get("error").and_then(|e| e.get("code")) {
+                Some(format!("error {code}"))
+            } else if m.get("result").is_some() {
+                let is_error = m
+                    .pointer("/result/isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                Some(if is_error { "isError" } else { "result" }.to_string())
+            } else {
+                None
+            }
+        })
+        .unwrap_or_else(|| "no message".into());
+    let ending = match &obs.ending {
+        Ending::Answered => "answered",
+        Ending::TimedOut => "timed out",
+        Ending::Closed => "closed",
+        Ending::Unreachable(_) => "unreachable",
+    };
+    format!("HTTP {status}, {answer}, {ending}")
+}
+
+/// Sample the process tree every [`SAMPLE_EVERY`] until the steps stop: (steps done, sample).
+async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcSample)> {
+    let mut out = Vec::new();
+    loop {
+        let done = steps.done.load(Ordering::SeqCst);
+        let sample = tokio::task::spawn_blocking(move || procfs::sample(pid))
+            .await
+            .ok()
+            .flatten();
+        if let Some(s) = sample {
+            out.push((done, s));
+        }
+        if steps.stop.load(Ordering::SeqCst) {
+            return out;
+        }
+        tokio::time::sleep(SAMPLE_EVERY).await;
+    }
+}
+
+/// A `ping` on a session of its own every [`PING_EVERY`] while the steps run: each answer's
+/// time in milliseconds, and what went wrong with those that got none.
+async fn ping_while(
+    url: HttpUrl,
+    settings: Settings,
+    steps: Arc<Steps>,
+) -> (Vec<u64>, Vec<String>) {
+    let (mut times, mut failures) = (Vec::new(), Vec::new());
+    let ping = own_request(&settings, PROBE_ID, liveness_method(&settings));
+    let mut hs: Option<Handshake> = None;
+    while !steps.stop.load(Ordering::SeqCst) {
+        let begun = Instant::now();
+        let deadline = begun + settings.probe_timeout.max(Duration::from_secs(10));
+        if hs.is_none() && !settings.spec_version.is_modern() {
+            match http_handshake(&url, &settings, deadline).await {
+                Ok(h) => hs = Some(h),
+                Err(e) => {
+                    failures.push(format!("its handshake failed: {}", chain(&e)));
+                    tokio::time::sleep(PING_EVERY).await;
+                    continue;
+                }
+            }
+        }
+        let headers = standard_headers(&url, &settings, hs.as_ref(), Some(&ping));
+        let answer = http::exchange(
+            &url,
+            post_json(&url, &settings, headers, &ping),
+            deadline,
+            SseRead::ToFirstResponse,
+        )
+        .await;
+        match answer {
+            Ok(resp)
+                if http_messages(&resp)
+                    .0
+                    .iter()
+                    .any(|m| m.get("result").is_some()) =>
+            {
+                times.push(u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX));
+            }
+            Ok(resp) => {
+                // Its session may have been evicted or expired: the next ping opens another.
+                hs = None;
+                failures.push(format!("answered HTTP {} without a result", resp.status));
+            }
+            Err(e) => failures.push(chain(&e)),
+        }
+        tokio::time::sleep(PING_EVERY.saturating_sub(begun.elapsed())).await;
+    }
+    (times, failures)
+}
+
+/// The status a request naming `session` gets: `POST` a ping in it, or `DELETE` it.
+async fn session_status(url: &HttpUrl, settings: &Settings, session: &str, method: &str) -> u16 {
+    let hs = Handshake {
+        session: Some(session.to_string()),
+        version: settings.spec_version.to_string(),
+        server: None,
+    };
+    let ping = own_request(settings, PROBE_ID, liveness_method(settings));
+    let headers = standard_headers(url, settings, Some(&hs), Some(&ping));
+    let wire = match method {
+        "DELETE" => Wire::Request {
+            method: "DELETE".into(),
+            path: url.path.clone(),
+            headers,
+            body: crate::case::Body::from_bytes(Vec::new()),
+            chunked: false,
+        },
+        _ => post_json(url, settings, headers, &ping),
+    };
+    let deadline = Instant::now() + settings.probe_timeout.max(Duration::from_secs(5));
+    match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
+        Ok(resp) => resp.status,
+        Err(_) => 0,
+    }
+}

@@ -1,0 +1,268 @@
+//! A series as a whole: what it cost the target's process (memory kept per step from the slope
+//! after the warm-up, CPU per step, descriptors), whether the server bounded it the protocol's
+//! way (a cap answer, a session let go), and how a `ping` on another connection fared while it
+//! ran. Each kind of answer a step got is judged as a case's answer in [`super::judge`]; this
+//! file judges what only the whole series shows.
+
+use super::{Check, Judge, Status};
+use crate::case::SeriesExpect;
+use crate::transport::procfs::ProcSample;
+use crate::transport::SeriesSeen;
+
+const KIB: f64 = 1024.0;
+const MIB: f64 = 1024.0 * 1024.0;
+
+impl Judge<'_> {
+    /// The series' own findings: its measurements (always said, observed or not) and each
+    /// bound of `expect.series` it broke.
+    pub(super) fn series(&mut self) {
+        let Some(seen) = self.obs.series.as_deref() else {
+            return;
+        };
+        let bounds = self.expect.series.clone().unwrap_or_default();
+        let warmup = self.case.spec.series.as_ref().map_or(0, |s| s.warmup);
+        self.add(Check::Series, Status::Pass, summary(seen));
+        if let Some((step, status)) = seen.capped_at {
+            self.add(
+                Check::Series,
+                Status::Pass,
+                format!("bounded: step {} was refused with HTTP {status}, a cap the protocol allows; {} steps were taken before it", step + 1, step),
+            );
+        } else if seen.first_session_answer == Some(404) {
+            self.add(
+                Check::Series,
+                Status::Pass,
+                "bounded: the first session a step opened was let go by the end (a ping in it answered 404)".into(),
+            );
+        }
+        if seen.cut {
+            self.add(
+                Check::Series,
+                Status::Pass,
+                format!("the series was cut by its budget after {} of {} steps: what was sent is judged", seen.sent, seen.count),
+            );
+        }
+        self.memory(seen, &bounds, warmup);
+        self.cpu(seen, &bounds);
+        self.descriptors(seen, &bounds);
+        self.latency(seen, &bounds);
+    }
+
+    fn memory(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect, warmup: u32) {
+        let Some(max) = bounds.retained_bytes_per_step else {
+            return;
+        };
+        if !seen.watched {
+            self.add(
+                Check::Memory,
+                Status::Pass,
+                "memory not observed: the target's process is not known (run it with --serve, or give --pid)".into(),
+            );
+            return;
+        }
+        // After the warm-up, and up to a cap: what a capped server keeps below its cap is its
+        // bound working, not a leak past it.
+        let end = seen.capped_at.map_or(u32::MAX, |(step, _)| step);
+        let points: Vec<(f64, f64)> = seen
+            .samples
+            .iter()
+            .filter(|(done, _)| *done >= warmup && *done <= end)
+            .map(|(done, s)| (f64::from(*done), s.rss_kib as f64 * KIB))
+            .collect();
+        let Some(per_step) = slope(&points) else {
+            self.add(
+                Check::Memory,
+                Status::Pass,
+                format!("memory not measured: {} samples after the warm-up of {warmup} steps (three are needed)", points.len()),
+            );
+            return;
+        };
+        let (first, last) = (points[0], points[points.len() - 1]);
+        let span = format!(
+            "resident memory went from {:.1} MiB at step {} to {:.1} MiB at step {}",
+            first.1 / MIB,
+            first.0,
+            last.1 / MIB,
+            last.0
+        );
+        if per_step > max as f64 {
+            let closed = closed_note(seen);
+            self.add(
+                Check::Memory,
+                self.level_status,
+                format!(
+                    "the server keeps {:.1} KiB per step ({span}); at most {:.1} KiB expected: what each request leaves behind is never let go{closed}",
+                    per_step / KIB,
+                    max as f64 / KIB
+                ),
+            );
+        } else {
+            self.add(
+                Check::Memory,
+                Status::Pass,
+                format!(
+                    "{:.0} bytes kept per step ({span}); at most {max} expected",
+                    per_step.max(0.0)
+                ),
+            );
+        }
+    }
+
+    fn cpu(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        let Some(max) = bounds.cpu_us_per_step else {
+            return;
+        };
+        let Some(used) = cpu_ms(seen) else {
+            self.add(Check::Cpu, Status::Pass, "CPU not observed: the target's process is not known (run it with --serve, or give --pid)".into());
+            return;
+        };
+        let per_step = used as f64 * 1000.0 / f64::from(seen.sent.max(1));
+        if per_step > max as f64 {
+            self.add(
+                Check::Cpu,
+                self.level_status,
+                format!("the server spent {used} ms of CPU on {} steps, {per_step:.0} µs each; at most {max} µs expected: an input this small should not cost this much", seen.sent),
+            );
+        }
+    }
+
+    fn descriptors(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        let (Some(max), Some(before), Some(after)) = (bounds.fds_growth, seen.before, seen.after)
+        else {
+            return;
+        };
+        let grew = after.fds.saturating_sub(before.fds);
+        if grew > max {
+            self.add(
+                Check::Resources,
+                self.level_status,
+                format!("the server holds {grew} more open descriptors after the series ({} -> {}); at most {max} more expected", before.fds, after.fds),
+            );
+        }
+    }
+
+    fn latency(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        let slowest = seen.pings.iter().max().copied();
+        let failed = seen.ping_failures.len();
+        if failed > 0 && failed >= seen.pings.len() {
+            self.add(
+                Check::Latency,
+                self.level_status,
+                format!(
+                    "{failed} of {} pings on another connection got no answer while the series ran (first: {}): one client's series shut others out",
+                    failed + seen.pings.len(),
+                    seen.ping_failures[0]
+                ),
+            );
+            return;
+        }
+        if let (Some(max), Some(slowest)) = (bounds.ping_ms, slowest) {
+            if slowest > max {
+                self.add(
+                    Check::Latency,
+                    self.level_status,
+                    format!("a ping on another connection took {slowest} ms while the series ran; at most {max} ms expected: one client's input blocks the server for every other"),
+                );
+            }
+        }
+    }
+}
+
+/// CPU the target's process tree spent over the series, in ms.
+fn cpu_ms(seen: &SeriesSeen) -> Option<u64> {
+    let (before, after) = (seen.before?, seen.after?);
+    Some(after.cpu_ms.saturating_sub(before.cpu_ms))
+}
+
+/// What closing the series' sessions gave back, when they were closed.
+fn closed_note(seen: &SeriesSeen) -> String {
+    match (seen.after, seen.after_close) {
+        (Some(after), Some(closed)) if seen.sessions_closed > 0 => format!(
+            "; after closing its {} sessions with DELETE it held {:.1} MiB (was {:.1} MiB)",
+            seen.sessions_closed,
+            closed.rss_kib as f64 / KIB,
+            after.rss_kib as f64 / KIB
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The series in one line: steps, kinds of answer, and each measurement or why it is missing.
+fn summary(seen: &SeriesSeen) -> String {
+    let kinds: Vec<String> = seen
+        .kinds
+        .iter()
+        .map(|k| format!("{} x{}", k.key, k.count))
+        .collect();
+    let process = match (seen.before, seen.after) {
+        (Some(b), Some(a)) => process_line(b, a, seen.sent),
+        _ if seen.watched => "the process could not be read".to_string(),
+        _ => "memory, CPU and descriptors not observed (no --serve or --pid)".to_string(),
+    };
+    let ping = match seen.pings.iter().max() {
+        Some(max) => {
+            let mut sorted = seen.pings.clone();
+            sorted.sort_unstable();
+            format!(
+                "ping on another connection: median {} ms, slowest {max} ms over {}",
+                sorted[sorted.len() / 2],
+                sorted.len()
+            )
+        }
+        None => "no ping answered on another connection".to_string(),
+    };
+    format!(
+        "series: {} of {} steps in {:.1} s ({}); {process}; {ping}",
+        seen.sent,
+        seen.count,
+        seen.elapsed.as_secs_f64(),
+        kinds.join(", ")
+    )
+}
+
+fn process_line(before: ProcSample, after: ProcSample, sent: u32) -> String {
+    let grew = after.rss_kib as f64 - before.rss_kib as f64;
+    let cpu = after.cpu_ms.saturating_sub(before.cpu_ms);
+    format!(
+        "resident memory {:.1} -> {:.1} MiB ({:+.1} KiB per step), CPU {cpu} ms ({:.0} µs per step), descriptors {} -> {}, threads {} -> {}",
+        before.rss_kib as f64 / KIB,
+        after.rss_kib as f64 / KIB,
+        grew / f64::from(sent.max(1)),
+        cpu as f64 * 1000.0 / f64::from(sent.max(1)),
+        before.fds,
+        after.fds,
+        before.threads,
+        after.threads
+    )
+}
+
+/// The least-squares slope of `y` over `x` (y units per x unit); `None` for fewer than three
+/// points or no spread in `x`.
+fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    if points.len() < 3 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let (mut num, mut den) = (0.0, 0.0);
+    for (x, y) in points {
+        num += (x - mx) * (y - my);
+        den += (x - mx) * (x - mx);
+    }
+    (den > 0.0).then(|| num / den)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope;
+
+    #[test]
+    fn slope_of_a_line_and_of_too_little() {
+        let line: Vec<(f64, f64)> = (0..10).map(|x| (x as f64, 3.0 * x as f64 + 7.0)).collect();
+        assert!((slope(&line).expect("slope") - 3.0).abs() < 1e-9);
+        assert_eq!(slope(&line[..2]), None);
+        assert_eq!(slope(&[(1.0, 1.0), (1.0, 2.0), (1.0, 3.0)]), None);
+    }
+}
