@@ -462,7 +462,7 @@ fn plan(
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
     let versions: Vec<(crate::report::LaneId, Version)> =
-        lanes.iter().map(|l| (l.id.clone(), l.id.version)).collect();
+        lanes.iter().map(|l| (l.id, l.id.version)).collect();
     for lane in lanes {
         let lane = Arc::new(lane);
         let settings = Arc::new(lane.settings(settings));
@@ -596,6 +596,12 @@ impl OneTrial {
         });
         let context = judging.context(case, lane);
         let (mut obs, held) = shared.rt.block_on(judging.observe(case, lane, &context));
+        if let Some(why) = obs.inapplicable.take() {
+            drop(held);
+            crate::sync::lock(&shared.in_flight).retain(|t| t.ordinal != self.ordinal);
+            self.keep(self.setup_record(Status::Pass, &why));
+            return Ok(Completion::ignored_with(why));
+        }
         if !held.on_copy {
             self.watch_target(&mut obs);
         }

@@ -60,6 +60,7 @@ async fn run_http(url: HttpUrl) -> Observation {
         &Endpoint::Http(url),
         &quick(),
         None,
+        None,
         true,
     )
     .await
@@ -142,7 +143,15 @@ async fn a_body_that_never_finishes_ends_at_the_deadline() {
 
 async fn run_stdio(command: &str) -> Observation {
     let endpoint = Endpoint::stdio(command, None);
-    run_case(&ping_case("initialized"), &endpoint, &quick(), None, true).await
+    run_case(
+        &ping_case("initialized"),
+        &endpoint,
+        &quick(),
+        None,
+        None,
+        true,
+    )
+    .await
 }
 
 #[tokio::test]

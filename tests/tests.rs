@@ -14,6 +14,7 @@ mod load;
 mod mapping;
 mod release_gate;
 mod reports;
+mod series;
 mod tidy;
 mod tls;
 mod util;

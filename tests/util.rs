@@ -35,6 +35,11 @@ pub struct HttpWitness {
 }
 
 impl HttpWitness {
+    /// The witness process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start(broken: &[&str], log: Option<&Path>) -> HttpWitness {
         let mut args: Vec<String> = Vec::new();
         if !broken.is_empty() {

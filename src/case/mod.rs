@@ -10,8 +10,9 @@ pub use body::Body;
 // The case format, as the case files write it (the schema is generated from these types).
 pub use model::{
     AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
-    Expect, IdRule, Level, MappingNeed, NestSpec, OneOrMany, Outcome, Profile, RepeatSpec,
-    RequestSpec, SeriesExpect, SeriesSpec, SessionMode, StatusPattern, TransportKind, VersionRange,
+    Discover, Expect, IdRule, Level, MappingNeed, NestSpec, OneOrMany, Outcome, Profile,
+    RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode, StatusPattern, TransportKind,
+    VersionRange,
 };
 
 use crate::versions::Version;
@@ -53,6 +54,7 @@ pub(crate) const PLACEHOLDERS: &[&str] = &[
     "client",
     "step",
     "fresh",
+    "template_prefix",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -650,10 +652,13 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
 /// placeholders only where steps are.
 fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     let Some(series) = &spec.series else {
-        return if text.contains("{{step}}") || text.contains("{{fresh}}") {
+        return if ["{{step}}", "{{fresh}}", "{{template_prefix}}"]
+            .iter()
+            .any(|p| text.contains(p))
+        {
             Err(invalid(
                 path,
-                "`{{step}}` and `{{fresh}}` are a series step's: they need `series`",
+                "`{{step}}`, `{{fresh}}` and `{{template_prefix}}` are a series step's: they need `series`",
             ))
         } else if spec.expect.series.is_some() {
             Err(invalid(path, "`expect.series` needs `series`"))
@@ -680,6 +685,12 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
         return Err(invalid(
             path,
             "a series sends a request the runner builds, from one client",
+        ));
+    }
+    if text.contains("{{template_prefix}}") && series.discover != Some(Discover::ResourceTemplate) {
+        return Err(invalid(
+            path,
+            "`{{template_prefix}}` is learned from the server: it needs `\"discover\": \"resource-template\"`",
         ));
     }
     if series

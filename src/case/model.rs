@@ -130,6 +130,19 @@ pub struct SeriesSpec {
     /// shows it in the memory read after.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub close_sessions: bool,
+    /// What the runner asks the server before the series, for the steps to use: `resource-
+    /// template` sends `resources/templates/list` and gives `{{template_prefix}}`, the literal
+    /// text of its first template up to its first variable (one with an exploded variable,
+    /// `{/path*}`, is preferred). A server that lists none makes the case not applicable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover: Option<Discover>,
+}
+
+/// What a series learns from the server before its first step (`series.discover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Discover {
+    ResourceTemplate,
 }
 
 fn one_connection() -> u8 {

@@ -369,8 +369,9 @@ pub(crate) fn run_summary(records: &[Record], rerun: Option<&[String]>) -> Strin
 }
 
 /// The oracles whose failure shows a target did what an advisory describes: it served what it
-/// had to refuse, ran the denied tool, forwarded what it had to hold, spent unbounded memory, or
-/// served a request smuggled behind another. A refusal with the wrong status, error code, id or
+/// had to refuse, ran the denied tool, forwarded what it had to hold, spent unbounded memory
+/// (on one input, or kept over a series), CPU or other clients' time, or served a request
+/// smuggled behind another. A refusal with the wrong status, error code, id or
 /// shape is a finding of its own, not the advisory's bug. An answer that reached another client
 /// (or none) is the bug of CVE-2026-25536.
 const OPENING_CHECKS: &[&str] = &[
@@ -380,6 +381,9 @@ const OPENING_CHECKS: &[&str] = &[
     "resources",
     "framing",
     "crossed",
+    "memory",
+    "cpu",
+    "latency",
 ];
 
 /// Whether a trial shows the target open to the advisories its case cites: a failure (known to

@@ -163,6 +163,9 @@ pub struct Observation {
     /// A series case: what the whole series did (its first step's answer is this
     /// observation's own).
     pub series: Option<Box<SeriesSeen>>,
+    /// What the exchange learned makes the case not apply to this target (a series that needs
+    /// a resource template, on a server that lists none): the trial is shown as not run, why.
+    pub inapplicable: Option<String>,
 }
 
 /// What a series sent, got and cost the target.
@@ -188,9 +191,11 @@ pub struct SeriesSeen {
     pub samples: Vec<(u32, crate::transport::procfs::ProcSample)>,
     pub after: Option<crate::transport::procfs::ProcSample>,
     pub after_close: Option<crate::transport::procfs::ProcSample>,
-    /// How long each `ping` on the other connection took (ms), and those that got no answer.
+    /// How long each `ping` on the other connection took (ms), those that got no answer at
+    /// all, and those refused (an HTTP answer without a result, a refused handshake).
     pub pings: Vec<u64>,
     pub ping_failures: Vec<String>,
+    pub ping_refusals: Vec<String>,
     /// The status a ping in the first session a step opened got after the series: 404 says
     /// the server let it go (evicted or expired), so sessions are bounded.
     pub first_session_answer: Option<u16>,
@@ -294,6 +299,7 @@ impl Observation {
             learned: Vec::new(),
             meta_sent: None,
             series: None,
+            inapplicable: None,
         }
     }
 

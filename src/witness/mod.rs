@@ -110,6 +110,11 @@ pub enum Broken {
     /// Caches 32 KiB for every distinct tool name it is asked to call, known or not, and never
     /// lets any go: a cache keyed by whatever a client sends.
     CacheNames,
+    /// Matches `resources/read` URIs against its template (`test://notes{/path*}`) by trying
+    /// every way to split the path into comma-separated items, as a regular expression with
+    /// nested quantifiers does (`[^/]+(?:,[^/]+)*`, the TypeScript SDK before 1.25.2,
+    /// CVE-2026-0621): a short URI of many commas that cannot match costs seconds of CPU.
+    BacktrackingMatcher,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -286,6 +291,34 @@ struct Kept {
 /// (zeroed pages from the allocator would not be).
 fn ballast() -> Vec<u8> {
     vec![0x5a; 32 * 1024]
+}
+
+/// The witness's one resource template, and what a URI of it starts with.
+const NOTES_TEMPLATE: &str = "test://notes{/path*}";
+const NOTES_PREFIX: &str = "test://notes/";
+
+/// Whether `path` fills the template's `{/path*}`: one or more comma-separated items in one
+/// segment, which (an item may itself hold commas, as `[^/]+` does) is any non-empty text
+/// without `/`. Read once, left to right.
+fn comma_items(path: &str) -> bool {
+    !path.is_empty() && !path.contains('/')
+}
+
+/// The same question answered as a backtracking matcher of `[^/]+(?:,[^/]+)*$` does: each item
+/// may end at any of its bytes (commas included), and every split is tried before giving up,
+/// so a path of n commas that cannot match costs about 2^n steps (`backtracking-matcher`).
+fn backtracking_items(path: &[u8]) -> bool {
+    fn item_from(path: &[u8], start: usize) -> bool {
+        let stop = path[start..]
+            .iter()
+            .position(|b| *b == b'/')
+            .map_or(path.len(), |p| start + p);
+        (start + 1..=stop).rev().any(|end| rest_from(path, end))
+    }
+    fn rest_from(path: &[u8], at: usize) -> bool {
+        at == path.len() || (path[at] == b',' && at + 1 < path.len() && item_from(path, at + 1))
+    }
+    !path.is_empty() && item_from(path, 0)
 }
 
 /// How long a `shared-transport` answer waits for a request with the same id to swap with.
@@ -766,7 +799,9 @@ impl Witness {
                 "resources": RESOURCES.iter().map(|(uri, name, _)|
                     json!({"uri": uri, "name": name, "mimeType": "text/plain"})).collect::<Vec<_>>()
             }))),
-            "resources/templates/list" => Ok(Outcome::Result(json!({"resourceTemplates": []}))),
+            "resources/templates/list" => Ok(Outcome::Result(json!({"resourceTemplates": [
+                {"uriTemplate": NOTES_TEMPLATE, "name": "notes", "mimeType": "text/plain"}
+            ]}))),
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = params.get("uri").and_then(Value::as_str).ok_or(-32602)?;
                 // Like a file server: the URI is resolved before it is looked up.
@@ -774,7 +809,11 @@ impl Witness {
                     .iter()
                     .find(|(u, _, _)| resolve_uri(uri) == resolve_uri(u))
                 else {
-                    return Ok(Outcome::Error(-32002, "Resource not found"));
+                    let modern = conv
+                        .negotiated
+                        .as_deref()
+                        .is_some_and(crate::versions::is_modern);
+                    return Ok(self.read_note(method, uri, modern));
                 };
                 let secret = *found == SECRET_RESOURCE;
                 if method != "resources/read" {
@@ -840,6 +879,26 @@ impl Witness {
             {
                 let _ = writeln!(f, "{CANARY_TOOL} ran");
             }
+        }
+    }
+
+    /// A URI of its template (`test://notes/a,b`): the note that names those items; anything
+    /// else is not found (-32002 before 2026-07-28, which retired that code for -32602).
+    fn read_note(&self, method: &str, uri: &str, modern: bool) -> Outcome {
+        let items = uri.strip_prefix(NOTES_PREFIX).filter(|path| {
+            if self.config.is(Broken::BacktrackingMatcher) {
+                backtracking_items(path.as_bytes())
+            } else {
+                comma_items(path)
+            }
+        });
+        match items {
+            Some(path) if method == "resources/read" => Outcome::Result(json!({
+                "contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("notes: {path}")}]
+            })),
+            Some(_) => Outcome::Result(json!({})),
+            None if modern => Outcome::Error(-32602, "Resource not found"),
+            None => Outcome::Error(-32002, "Resource not found"),
         }
     }
 
@@ -1137,6 +1196,24 @@ fn random_session_id() -> String {
     use rand::Rng;
     let bytes: [u8; 16] = rand::rng().random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod template_tests {
+    use super::{backtracking_items, comma_items};
+
+    #[test]
+    fn both_matchers_agree_on_what_matches() {
+        for path in [
+            "a", "a,b", "a,b,c", "", "a,", ",a", "a//b", "a/b", "a,,b", "a,b/x",
+        ] {
+            assert_eq!(
+                comma_items(path),
+                backtracking_items(path.as_bytes()),
+                "{path:?}"
+            );
+        }
+    }
 }
 
 #[cfg(test)]

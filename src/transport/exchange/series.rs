@@ -35,6 +35,9 @@ struct Steps {
     sessions: Mutex<Vec<String>>,
 }
 
+/// Run `case`'s series over `url`, in named steps: `prepare` (the session and what `discover`
+/// learns), `drive` (the steps, the sampler and the pinger), `after` (the sessions the steps
+/// opened: asked again, closed), then the alive probe.
 pub(super) async fn run_series(
     case: &Case,
     series: &SeriesSpec,
@@ -43,89 +46,15 @@ pub(super) async fn run_series(
     watch: Option<&Watch>,
     check_alive: bool,
 ) -> Observation {
-    let mut seen = SeriesSeen {
-        count: series.count,
-        watched: watch.is_some(),
-        ..SeriesSeen::default()
+    let shared = match prepare(case, series, url, settings).await {
+        Ok(shared) => Arc::new(shared),
+        Err(obs) => return *obs,
     };
-    let started = Instant::now();
-    let budget_end = (started + SERIES_BUDGET).min(settings.case_ends(case) + SERIES_BUDGET);
-    let modern = modern_setup(case, settings);
-    let hs = match case.spec.session {
-        SessionMode::Initialized if modern.is_none() => {
-            match http_handshake(
-                url,
-                &handshake_settings(case, settings),
-                settings.case_ends(case),
-            )
-            .await
-            {
-                Ok(hs) => Some(hs),
-                Err(e) => {
-                    let mut obs = Observation::new(crate::case::TransportKind::Http);
-                    obs.setup_error = Some(chain(&e));
-                    return obs;
-                }
-            }
-        }
-        _ => None,
-    };
-    let steps = Arc::new(Steps {
-        next: AtomicU32::new(0),
-        done: AtomicU32::new(0),
-        stop: AtomicBool::new(false),
-        capped_at: Mutex::new(None),
-        kinds: Mutex::new(Vec::new()),
-        sessions: Mutex::new(Vec::new()),
-    });
     let pid = watch.and_then(Watch::now);
-    let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
-    let pinger = tokio::spawn(ping_while(url.clone(), settings.clone(), steps.clone()));
-    let before = pid.and_then(procfs::sample);
-    let shared = Arc::new(Shared {
-        case: case.clone(),
-        series: series.clone(),
-        url: url.clone(),
-        settings: settings.clone(),
-        hs: hs.clone(),
-        tag: fresh_tag(),
-        budget_end,
-    });
-    let workers: Vec<_> = (0..series.connections)
-        .map(|_| tokio::spawn(step_loop(shared.clone(), steps.clone())))
-        .collect();
-    for w in workers {
-        let _ = w.await;
-    }
-    steps.stop.store(true, Ordering::SeqCst);
-    seen.cut = steps.next.load(Ordering::SeqCst) < series.count
-        && crate::sync::lock(&steps.capped_at).is_none()
-        && Instant::now() >= budget_end;
-    seen.samples = match sampler {
-        Some(s) => s.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
-    (seen.pings, seen.ping_failures) = pinger.await.unwrap_or_default();
-    seen.sent = steps.done.load(Ordering::SeqCst);
-    seen.capped_at = *crate::sync::lock(&steps.capped_at);
-    seen.before = before;
-    seen.after = pid.and_then(procfs::sample);
-    seen.elapsed = started.elapsed();
+    let (mut seen, steps) = drive(&shared, pid).await;
+    seen.watched = watch.is_some();
     let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
-    if let Some(first) = sessions.first() {
-        seen.first_session_answer = Some(session_status(url, settings, first, "POST").await);
-    }
-    if series.close_sessions {
-        for s in &sessions {
-            let _ = session_status(url, settings, s, "DELETE").await;
-        }
-        seen.sessions_closed = sessions.len();
-        if let Some(pid) = pid {
-            // Give the server a moment to let go of what the closed sessions held.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            seen.after_close = procfs::sample(pid);
-        }
-    }
+    after(&mut seen, &sessions, series, url, settings, pid).await;
     let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
     kinds.sort_by_key(|k| k.step);
     let mut obs = match kinds.first() {
@@ -149,6 +78,168 @@ pub(super) async fn run_series(
     obs
 }
 
+/// The series' session (legacy lanes, `session: initialized`) and what `discover` learns; or
+/// the observation that ends the case before any step (a failed handshake, a server without
+/// what the case needs).
+async fn prepare(
+    case: &Case,
+    series: &SeriesSpec,
+    url: &HttpUrl,
+    settings: &Settings,
+) -> Result<Shared, Box<Observation>> {
+    let ended = |set: &dyn Fn(&mut Observation)| {
+        let mut obs = Observation::new(crate::case::TransportKind::Http);
+        set(&mut obs);
+        Box::new(obs)
+    };
+    let hs = match case.spec.session {
+        SessionMode::Initialized if modern_setup(case, settings).is_none() => {
+            let by = settings.case_ends(case);
+            match http_handshake(url, &handshake_settings(case, settings), by).await {
+                Ok(hs) => Some(hs),
+                Err(e) => return Err(ended(&|o| o.setup_error = Some(chain(&e)))),
+            }
+        }
+        _ => None,
+    };
+    let mut learned: Vec<(&'static str, String)> = Vec::new();
+    if series.discover == Some(crate::case::Discover::ResourceTemplate) {
+        match template_prefix(url, settings, hs.as_ref(), settings.case_ends(case)).await {
+            Some(prefix) => learned.push(("template_prefix", prefix)),
+            None => {
+                return Err(ended(&|o| {
+                    o.inapplicable =
+                        Some("not applicable: the server lists no resource templates".into());
+                }))
+            }
+        }
+    }
+    Ok(Shared {
+        case: case.clone(),
+        series: series.clone(),
+        url: url.clone(),
+        settings: settings.clone(),
+        hs,
+        learned,
+        tag: fresh_tag(),
+        budget_end: settings
+            .run_deadline
+            .map_or(Instant::now() + SERIES_BUDGET, |end| {
+                (Instant::now() + SERIES_BUDGET).min(Instant::from_std(end))
+            }),
+    })
+}
+
+/// Send the steps on `series.connections` connections while the process (`pid`) is sampled and
+/// another connection pings; what they saw, and the steps' shared record.
+async fn drive(shared: &Arc<Shared>, pid: Option<u32>) -> (SeriesSeen, Arc<Steps>) {
+    let steps = Arc::new(Steps {
+        next: AtomicU32::new(0),
+        done: AtomicU32::new(0),
+        stop: AtomicBool::new(false),
+        capped_at: Mutex::new(None),
+        kinds: Mutex::new(Vec::new()),
+        sessions: Mutex::new(Vec::new()),
+    });
+    let started = Instant::now();
+    let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
+    let pinger = tokio::spawn(ping_while(
+        shared.url.clone(),
+        shared.settings.clone(),
+        steps.clone(),
+    ));
+    let before = pid.and_then(procfs::sample);
+    let workers: Vec<_> = (0..shared.series.connections)
+        .map(|_| tokio::spawn(step_loop(shared.clone(), steps.clone())))
+        .collect();
+    for w in workers {
+        let _ = w.await;
+    }
+    steps.stop.store(true, Ordering::SeqCst);
+    let capped_at = *crate::sync::lock(&steps.capped_at);
+    let pings = pinger.await.unwrap_or_default();
+    let seen = SeriesSeen {
+        count: shared.series.count,
+        sent: steps.done.load(Ordering::SeqCst),
+        capped_at,
+        cut: steps.next.load(Ordering::SeqCst) < shared.series.count
+            && capped_at.is_none()
+            && Instant::now() >= shared.budget_end,
+        samples: match sampler {
+            Some(s) => s.await.unwrap_or_default(),
+            None => Vec::new(),
+        },
+        before,
+        after: pid.and_then(procfs::sample),
+        pings: pings.times,
+        ping_failures: pings.failures,
+        ping_refusals: pings.refusals,
+        elapsed: started.elapsed(),
+        ..SeriesSeen::default()
+    };
+    (seen, steps)
+}
+
+/// After the steps: whether the first session a step opened is still served (404: let go),
+/// and, when the case says so, every such session closed with `DELETE` and the process read
+/// again.
+async fn after(
+    seen: &mut SeriesSeen,
+    sessions: &[String],
+    series: &SeriesSpec,
+    url: &HttpUrl,
+    settings: &Settings,
+    pid: Option<u32>,
+) {
+    if let Some(first) = sessions.first() {
+        seen.first_session_answer = Some(session_status(url, settings, first, "POST").await);
+    }
+    if series.close_sessions {
+        for s in sessions {
+            let _ = session_status(url, settings, s, "DELETE").await;
+        }
+        seen.sessions_closed = sessions.len();
+        if let Some(pid) = pid {
+            // Give the server a moment to let go of what the closed sessions held.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            seen.after_close = procfs::sample(pid);
+        }
+    }
+}
+
+/// The literal start of the server's first resource template (up to its first variable), one
+/// with an exploded variable (`{/path*}`) preferred; `None` when it lists none.
+async fn template_prefix(
+    url: &HttpUrl,
+    settings: &Settings,
+    hs: Option<&Handshake>,
+    deadline: Instant,
+) -> Option<String> {
+    let list = own_request(settings, "gauntlet-discover", "resources/templates/list");
+    let headers = standard_headers(url, settings, hs, Some(&list));
+    let resp = http::exchange(
+        url,
+        post_json(url, settings, headers, &list),
+        deadline,
+        SseRead::ToFirstResponse,
+    )
+    .await
+    .ok()?;
+    let templates: Vec<String> = http_messages(&resp)
+        .0
+        .iter()
+        .filter_map(|m| m.pointer("/result/resourceTemplates")?.as_array().cloned())
+        .flatten()
+        .filter_map(|t| Some(t.get("uriTemplate")?.as_str()?.to_string()))
+        .filter(|t| t.contains('{'))
+        .collect();
+    let chosen = templates
+        .iter()
+        .find(|t| t.contains("*}"))
+        .or(templates.first())?;
+    chosen.split('{').next().map(str::to_string)
+}
+
 /// A tag for `{{fresh}}` values (see [`Shared::tag`]).
 fn fresh_tag() -> String {
     use rand::Rng;
@@ -162,6 +253,8 @@ struct Shared {
     url: HttpUrl,
     settings: Settings,
     hs: Option<Handshake>,
+    /// What `series.discover` learned, for every step's placeholders.
+    learned: Vec<(&'static str, String)>,
     /// Unique to this series, so `{{fresh}}` values differ from every earlier run's.
     tag: String,
     budget_end: Instant,
@@ -170,72 +263,29 @@ struct Shared {
 /// One connection's steps: take the next step number, send it, keep what kind of answer it
 /// was, until the count, a cap, or the budget.
 async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
-    let Shared {
-        case,
-        series,
-        url,
-        settings,
-        hs,
-        tag,
-        budget_end,
-    } = &*shared;
-    let (hs, steps, budget_end) = (hs.as_ref(), &*steps, *budget_end);
-    let method = case
-        .spec
-        .request
-        .method
-        .clone()
-        .unwrap_or_else(|| "POST".into());
-    let cap = series.cap.as_ref().map(|c| c.as_slice()).unwrap_or(&[]);
+    let cap = shared
+        .series
+        .cap
+        .as_ref()
+        .map(|c| c.as_slice())
+        .unwrap_or(&[]);
     loop {
-        if steps.stop.load(Ordering::SeqCst) || Instant::now() >= budget_end {
+        if steps.stop.load(Ordering::SeqCst) || Instant::now() >= shared.budget_end {
             return;
         }
         let step = steps.next.fetch_add(1, Ordering::SeqCst);
-        if step >= series.count {
+        if step >= shared.series.count {
             return;
         }
-        let mut ph = learned_placeholders(url, settings, hs, None);
-        ph.set("step", step.to_string())
-            .set("fresh", format!("g{tag}-{step}"));
-        let mut obs = Observation::new(crate::case::TransportKind::Http);
-        obs.learned = ph.values_of(LEARNED);
-        let sent = Sent {
-            url,
-            settings,
-            handshake: hs,
-            modern: modern_setup(case, settings),
-            placeholders: &ph,
-            method: &method,
-            caller: case.spec.caller,
-        };
-        let wire = sent.request(&case.spec.request, &mut obs);
-        let deadline = (Instant::now() + settings.case_deadline(case)).min(budget_end);
-        let status = match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
-            Ok(resp) => {
-                read_response(&mut obs, &resp);
-                if let Some(s) = resp.header("mcp-session-id") {
-                    let mut kept = crate::sync::lock(&steps.sessions);
-                    if kept.len() < SESSIONS_KEPT {
-                        kept.push(s.to_string());
-                    }
-                }
-                Some(resp.status)
+        let (obs, session) = send_step(&shared, step).await;
+        if let Some(s) = session {
+            let mut kept = crate::sync::lock(&steps.sessions);
+            if kept.len() < SESSIONS_KEPT {
+                kept.push(s);
             }
-            Err(e) if e.is_timeout() => {
-                obs.ending = Ending::TimedOut;
-                None
-            }
-            Err(TransportError::Connect(e)) => {
-                obs.ending = Ending::Unreachable(e.to_string());
-                None
-            }
-            Err(_) => {
-                obs.ending = Ending::Closed;
-                None
-            }
-        };
+        }
         steps.done.fetch_add(1, Ordering::SeqCst);
+        let status = obs.http.as_ref().map(|h| h.status);
         let capped = status.is_some_and(|s| cap.iter().any(|c: &StatusPattern| c.matches(s)));
         if capped {
             let mut at = crate::sync::lock(&steps.capped_at);
@@ -244,17 +294,59 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
             }
             steps.stop.store(true, Ordering::SeqCst);
         }
-        keep_kind(steps, step, obs, capped);
         // A target that no longer takes connections will not take the rest either.
-        if matches!(
-            crate::sync::lock(&steps.kinds)
-                .last()
-                .map(|k| &k.observation.ending),
-            Some(Ending::Unreachable(_))
-        ) {
+        if matches!(obs.ending, Ending::Unreachable(_)) {
             steps.stop.store(true, Ordering::SeqCst);
         }
+        keep_kind(&steps, step, obs, capped);
     }
+}
+
+/// Step `step` of the series: its request (the case's, with this step's placeholders), sent;
+/// what came back, and the session id its answer opened, if any.
+async fn send_step(shared: &Shared, step: u32) -> (Observation, Option<String>) {
+    let Shared {
+        case,
+        url,
+        settings,
+        hs,
+        learned,
+        tag,
+        budget_end,
+        ..
+    } = shared;
+    let hs = hs.as_ref();
+    let method = case.spec.request.method.as_deref().unwrap_or("POST");
+    let mut ph = learned_placeholders(url, settings, hs, None);
+    for (name, value) in learned {
+        ph.set(name, value.clone());
+    }
+    ph.set("step", step.to_string())
+        .set("fresh", format!("g{tag}-{step}"));
+    let mut obs = Observation::new(crate::case::TransportKind::Http);
+    obs.learned = ph.values_of(LEARNED);
+    let sent = Sent {
+        url,
+        settings,
+        handshake: hs,
+        modern: modern_setup(case, settings),
+        placeholders: &ph,
+        method,
+        caller: case.spec.caller,
+    };
+    let wire = sent.request(&case.spec.request, &mut obs);
+    let deadline = (Instant::now() + settings.case_deadline(case)).min(*budget_end);
+    let mut session = None;
+    match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
+        Ok(resp) => {
+            read_response(&mut obs, &resp);
+            session = resp.header("mcp-session-id").map(str::to_string);
+        }
+        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.ending = Ending::Closed,
+    }
+    (obs, session)
 }
 
 /// Count `obs` under its kind (status, first error code, ending); the first of a kind is kept
@@ -266,7 +358,7 @@ fn keep_kind(steps: &Steps, step: u32, obs: Observation, capped: bool) {
         k.count += 1;
         if step < k.step {
             k.step = step;
-            k.observation = Box::new(obs);
+            *k.observation = obs;
         }
         return;
     }
@@ -334,14 +426,9 @@ async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcSample)> {
     }
 }
 
-/// A `ping` on a session of its own every [`PING_EVERY`] while the steps run: each answer's
-/// time in milliseconds, and what went wrong with those that got none.
-async fn ping_while(
-    url: HttpUrl,
-    settings: Settings,
-    steps: Arc<Steps>,
-) -> (Vec<u64>, Vec<String>) {
-    let (mut times, mut failures) = (Vec::new(), Vec::new());
+/// A `ping` on a session of its own every [`PING_EVERY`] while the steps run.
+async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Pings {
+    let (mut times, mut failures, mut refusals) = (Vec::new(), Vec::new(), Vec::new());
     let ping = own_request(&settings, PROBE_ID, liveness_method(&settings));
     let mut hs: Option<Handshake> = None;
     while !steps.stop.load(Ordering::SeqCst) {
@@ -350,8 +437,13 @@ async fn ping_while(
         if hs.is_none() && !settings.spec_version.is_modern() {
             match http_handshake(&url, &settings, deadline).await {
                 Ok(h) => hs = Some(h),
+                Err(TransportError::Handshake(why)) => {
+                    refusals.push(format!("its handshake was refused: {why}"));
+                    tokio::time::sleep(PING_EVERY).await;
+                    continue;
+                }
                 Err(e) => {
-                    failures.push(format!("its handshake failed: {}", chain(&e)));
+                    failures.push(format!("its handshake got no answer: {}", chain(&e)));
                     tokio::time::sleep(PING_EVERY).await;
                     continue;
                 }
@@ -375,15 +467,30 @@ async fn ping_while(
                 times.push(u64::try_from(begun.elapsed().as_millis()).unwrap_or(u64::MAX));
             }
             Ok(resp) => {
-                // Its session may have been evicted or expired: the next ping opens another.
+                // Refused, not kept waiting: no latency to time. Its session may have been
+                // evicted or expired: the next ping opens another.
                 hs = None;
-                failures.push(format!("answered HTTP {} without a result", resp.status));
+                refusals.push(format!("answered HTTP {} without a result", resp.status));
             }
             Err(e) => failures.push(chain(&e)),
         }
         tokio::time::sleep(PING_EVERY.saturating_sub(begun.elapsed())).await;
     }
-    (times, failures)
+    Pings {
+        times,
+        failures,
+        refusals,
+    }
+}
+
+/// What the pings on another connection got: each answer's time (ms), the pings that got no
+/// answer at all (what a blocked server does), and those refused (what an endpoint that wants
+/// what the runner lacks does: no latency to time).
+#[derive(Default)]
+struct Pings {
+    times: Vec<u64>,
+    failures: Vec<String>,
+    refusals: Vec<String>,
 }
 
 /// The status a request naming `session` gets: `POST` a ping in it, or `DELETE` it.

@@ -1,0 +1,157 @@
+//! Series cases (`sessions/`, `state/`): what accumulates over many requests. Each is run
+//! against the witness started by the runner itself (`--serve`, so its process is read): the
+//! strict witness passes every one, and each fails on the broken mode made for it. Without the
+//! process (a plain `--http`), memory is said to be not observed, never passed in silence.
+
+use crate::util::{bin, run_with_report, HttpWitness, Trial};
+use mcp_gauntlet::case::Catalogue;
+
+/// Which broken witness mode each series case must fail on (the bug class it exists to find),
+/// and the one oracle that must say so.
+const PROVEN_BY: &[(&str, &str, &str)] = &[
+    (
+        "cpu/uri-template-with-many-separators",
+        "backtracking-matcher",
+        "cpu",
+    ),
+    (
+        "sessions/abandoned-sessions-are-bounded",
+        "keep-sessions",
+        "memory",
+    ),
+    (
+        "sessions/refused-opens-leave-nothing",
+        "leak-refused",
+        "memory",
+    ),
+    (
+        "state/unknown-tool-names-are-not-kept",
+        "cache-names",
+        "memory",
+    ),
+];
+
+/// The witness as a process the runner starts (`--serve`), with these broken modes.
+fn served(broken: &str) -> String {
+    let witness = bin().display().to_string();
+    if broken.is_empty() {
+        format!("{witness} witness --http 127.0.0.1:{{port}}")
+    } else {
+        format!("{witness} witness --http 127.0.0.1:{{port}} --broken {broken}")
+    }
+}
+
+/// The series trials of a run against `target` args (one version: a series runs once per target).
+fn series_trials(args: &[&str]) -> Vec<Trial> {
+    let mut args = args.to_vec();
+    args.extend(["--spec", "2025-11-25,2026-07-28"]);
+    let (_, report) = run_with_report(&args, &["sessions/", "state/", "cpu/"]);
+    report
+        .results
+        .into_iter()
+        .filter(|t| t.verdict != "skip")
+        .collect()
+}
+
+fn checks_not_passed(t: &Trial) -> Vec<String> {
+    t.findings
+        .iter()
+        .filter(|f| f["status"] != "pass")
+        .map(|f| f["check"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every series case in the catalogue is listed with the mode that proves it can fail.
+#[test]
+fn every_series_case_has_a_mode_that_fails_it() {
+    let cat = Catalogue::embedded().expect("the catalogue loads");
+    let series: Vec<&str> = cat
+        .cases
+        .iter()
+        .filter(|c| c.spec.series.is_some())
+        .map(|c| c.id.as_str())
+        .collect();
+    let listed: Vec<&str> = PROVEN_BY.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(
+        series, listed,
+        "tests/series.rs PROVEN_BY lists every series case, in order"
+    );
+}
+
+#[test]
+fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
+    let good = series_trials(&["--serve", &served("")]);
+    assert_eq!(good.len(), PROVEN_BY.len(), "{good:?}");
+    for t in &good {
+        assert_eq!(t.verdict, "pass", "{t:?}");
+        // Each measurement is said, observed: the process was read.
+        let summary = t
+            .findings
+            .iter()
+            .find(|f| f["check"] == "series")
+            .and_then(|f| f["message"].as_str())
+            .unwrap_or_default();
+        assert!(
+            summary.contains("resident memory") && summary.contains("CPU"),
+            "{t:?}"
+        );
+    }
+    for (id, mode, check) in PROVEN_BY {
+        let trials = series_trials(&["--serve", &served(mode)]);
+        let t = trials
+            .iter()
+            .find(|t| t.id == *id)
+            .unwrap_or_else(|| panic!("{id} ran on {mode}: {trials:?}"));
+        assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
+        assert_eq!(checks_not_passed(t), [*check], "{id} on {mode}: {t:?}");
+        // Only its own case: a mode that fails every series proves nothing about one.
+        for other in trials.iter().filter(|t| t.id != *id) {
+            assert_eq!(other.verdict, "pass", "{mode} fails only {id}: {other:?}");
+        }
+    }
+}
+
+/// The same cases against a URL whose process the runner does not know: memory is "not
+/// observed" in each trial's findings, the answers are still judged, and the cases still pass
+/// (nothing was seen to fail).
+#[test]
+fn without_the_process_memory_is_said_not_observed() {
+    let witness = HttpWitness::start(&["keep-sessions"], None);
+    let trials = series_trials(&["--http", &witness.url]);
+    assert_eq!(trials.len(), PROVEN_BY.len(), "{trials:?}");
+    for t in trials.iter().filter(|t| !t.id.starts_with("cpu/")) {
+        assert_eq!(t.verdict, "pass", "{t:?}");
+        let said = t.findings.iter().any(|f| {
+            f["check"] == "memory"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("memory not observed"))
+        });
+        assert!(said, "{t:?}");
+    }
+    let cpu = trials
+        .iter()
+        .find(|t| t.id.starts_with("cpu/"))
+        .expect("the cpu case ran");
+    assert!(
+        cpu.findings.iter().any(|f| f["check"] == "cpu"
+            && f["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("CPU not observed"))),
+        "{cpu:?}"
+    );
+}
+
+/// With `--pid`, a server started elsewhere is read as one the runner started: the broken
+/// witness's sessions are seen to accumulate.
+#[test]
+fn a_pid_given_is_read() {
+    let witness = HttpWitness::start(&["keep-sessions"], None);
+    let pid = witness.pid().to_string();
+    let trials = series_trials(&["--http", &witness.url, "--pid", &pid]);
+    let t = trials
+        .iter()
+        .find(|t| t.id == PROVEN_BY[1].0)
+        .expect("the sessions case ran");
+    assert_eq!(checks_not_passed(t), ["memory"], "{t:?}");
+}
