@@ -912,11 +912,17 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
-    let recorder = match &args.log {
-        Some(path) => Recorder::with_log(path)
-            .with_context(|| format!("cannot open the log {}", path.display()))?,
-        None => Recorder::default(),
-    };
+    // Run as its own process, nobody reads its record in memory: keep none (its log, when
+    // given, is its record), so it stays bounded however long it is sent requests.
+    let recorder = Recorder::log_only(args.log.as_deref()).with_context(|| {
+        format!(
+            "cannot open the log {}",
+            args.log
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
+        )
+    })?;
     let auth = match &args.auth_config {
         Some(path) => Some(witness::process::auth_verifier(path)?),
         None => None,

@@ -43,6 +43,10 @@ struct RecorderInner {
     events: Vec<Event>,
     seq: u64,
     log: Option<std::fs::File>,
+    /// Keep no events in memory: a witness run as its own process, which nobody reads in
+    /// memory (its log, if any, is its record), so that what it holds does not grow with every
+    /// request it is sent.
+    log_only: bool,
 }
 
 impl Recorder {
@@ -51,6 +55,17 @@ impl Recorder {
         let file = std::fs::File::create(path)?;
         let rec = Recorder::default();
         crate::sync::lock(&rec.inner).log = Some(file);
+        Ok(rec)
+    }
+
+    /// A recorder for a witness run as its own process: every event to `path`, when given,
+    /// and none kept in memory.
+    pub fn log_only(path: Option<&Path>) -> std::io::Result<Recorder> {
+        let rec = match path {
+            Some(path) => Recorder::with_log(path)?,
+            None => Recorder::default(),
+        };
+        crate::sync::lock(&rec.inner).log_only = true;
         Ok(rec)
     }
 
@@ -66,7 +81,9 @@ impl Recorder {
                 let _ = log.flush();
             }
         }
-        inner.events.push(ev);
+        if !inner.log_only {
+            inner.events.push(ev);
+        }
     }
 
     pub fn message(&self, transport: &str, raw: &[u8], headers: Vec<(String, String)>) {

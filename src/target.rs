@@ -910,7 +910,7 @@ impl Restarts {
     fn restart(&self, lane: &Lane) -> bool {
         if let Some(process) = &lane.process {
             return process.start().unwrap_or_else(|e| {
-                eprintln!("the gate could not be started again: {e}");
+                eprintln!("the target the runner started could not be started again: {e}");
                 false
             });
         }
@@ -990,7 +990,7 @@ impl Restarts {
         }
         if self.restart(lane) {
             if lane.process.is_some() {
-                eprintln!("the gate was started again; the run goes on");
+                eprintln!("the target the runner started (--gate, --serve) was started again; the run goes on");
             } else {
                 eprintln!("the target was restarted with --restart-cmd; the run goes on");
             }
@@ -998,7 +998,7 @@ impl Restarts {
             format!("the target {when} (it was restarted)")
         } else {
             let why = if lane.process.is_some() {
-                " (the gate, started again, did not accept connections within 10 s)"
+                " (started again, it did not accept connections within 10 s)"
             } else if self.command.is_some() {
                 " (the restart command did not bring it back within 30 s)"
             } else {

@@ -675,6 +675,16 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
     if !(1..=16).contains(&series.connections) {
         return Err(invalid(path, "`series.connections` must be 1..=16"));
     }
+    if series.rate.is_some_and(|r| !(1..=100_000).contains(&r))
+        || series
+            .budget_ms
+            .is_some_and(|b| !(1..=600_000).contains(&b))
+    {
+        return Err(invalid(
+            path,
+            "`series.rate` must be 1..=100000 steps a second and `series.budget_ms` 1..=600000",
+        ));
+    }
     if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
         return Err(invalid(
             path,

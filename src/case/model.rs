@@ -121,6 +121,15 @@ pub struct SeriesSpec {
     #[serde(default = "one_connection")]
     #[schemars(range(min = 1, max = 16))]
     pub connections: u8,
+    /// Steps per second at most, over all connections (none: as fast as the server answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub rate: Option<u32>,
+    /// How long the whole series may take, in milliseconds (at most 600000; default 300000):
+    /// what was sent by then is judged, and the findings say it was cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 600000))]
+    pub budget_ms: Option<u64>,
     /// Answers that end the series as a bound the protocol allows (a session cap's 503, a rate
     /// limit's 429): the server refused to keep more, which is what the series looks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,6 +40,8 @@ impl std::fmt::Debug for Watch {
 pub struct ProcSample {
     /// Resident memory now (VmRSS), summed over the tree, in KiB.
     pub rss_kib: u64,
+    /// The most resident memory each process has held so far (VmHWM), summed, in KiB.
+    pub peak_kib: u64,
     /// User and system CPU time so far, summed over the tree, in milliseconds.
     pub cpu_ms: u64,
     /// Open file descriptors, summed over the tree (sockets included).
@@ -57,10 +59,11 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
     let tick_ms = 1000 / clock_ticks();
     let mut s = ProcSample::default();
     for p in tree {
-        let Some((rss, threads)) = status_of(p) else {
+        let Some((rss, peak, threads)) = status_of(p) else {
             continue;
         };
         s.rss_kib += rss;
+        s.peak_kib += peak;
         s.threads += threads;
         s.cpu_ms += cpu_ticks_of(p).unwrap_or(0) * tick_ms;
         s.fds += std::fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count() as u64);
@@ -118,8 +121,8 @@ fn cpu_ticks_of(pid: u32) -> Option<u64> {
     Some(user + system)
 }
 
-/// Resident memory (KiB) and threads from `/proc/PID/status`.
-fn status_of(pid: u32) -> Option<(u64, u64)> {
+/// Resident memory now and at its peak (KiB), and threads, from `/proc/PID/status`.
+fn status_of(pid: u32) -> Option<(u64, u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -129,7 +132,11 @@ fn status_of(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.parse::<u64>().ok())
     };
     // A zombie has no VmRSS: it holds no memory.
-    Some((field("VmRSS:").unwrap_or(0), field("Threads:")?))
+    Some((
+        field("VmRSS:").unwrap_or(0),
+        field("VmHWM:").unwrap_or(0),
+        field("Threads:")?,
+    ))
 }
 
 #[cfg(test)]
@@ -139,7 +146,8 @@ mod tests {
     #[test]
     fn this_process_is_seen_with_its_threads_and_descriptors() {
         let s = sample(std::process::id()).expect("a sample of this process");
-        assert!(s.rss_kib > 0 && s.threads >= 1 && s.fds >= 1 && s.processes >= 1);
+        assert!(s.rss_kib > 0 && s.peak_kib >= s.rss_kib && s.threads >= 1);
+        assert!(s.fds >= 1 && s.processes >= 1);
     }
 
     #[test]

@@ -60,18 +60,22 @@ impl Judge<'_> {
             );
             return;
         }
-        let end = seen.capped_at.map_or(u32::MAX, |(step, _)| step);
+        // The steady state: the later half of the steps after the warm-up (up to a cap). A
+        // collected heap (V8, the JVM, Go) grows with garbage until its collector settles,
+        // which is not memory kept: only what still grows once it has settled is.
+        let end = seen.capped_at.map_or(seen.sent, |(step, _)| step);
+        let from = warmup + end.saturating_sub(warmup) / 2;
         let points: Vec<(f64, f64)> = seen
             .samples
             .iter()
-            .filter(|(done, _)| *done >= warmup && *done <= end)
+            .filter(|(done, _)| *done >= from && *done <= end)
             .map(|(done, s)| (f64::from(*done), s.rss_kib as f64 * KIB))
             .collect();
         let Some(per_step) = slope(&points) else {
             self.add(
                 Check::Memory,
                 Status::Pass,
-                format!("memory not measured: {} samples after the warm-up of {warmup} steps (three are needed)", points.len()),
+                format!("memory not measured: {} samples in the later half of the steps after the warm-up of {warmup} (three are needed)", points.len()),
             );
             return;
         };
@@ -245,9 +249,10 @@ fn process_line(before: ProcSample, after: ProcSample, sent: u32) -> String {
     let grew = after.rss_kib as f64 - before.rss_kib as f64;
     let cpu = after.cpu_ms.saturating_sub(before.cpu_ms);
     format!(
-        "resident memory {:.1} -> {:.1} MiB ({:+.1} KiB per step), CPU {cpu} ms ({:.0} µs per step), descriptors {} -> {}, threads {} -> {}",
+        "resident memory {:.1} -> {:.1} MiB (peak {:.1} MiB; {:+.1} KiB per step), CPU {cpu} ms ({:.0} µs per step), descriptors {} -> {}, threads {} -> {}",
         before.rss_kib as f64 / KIB,
         after.rss_kib as f64 / KIB,
+        after.peak_kib as f64 / KIB,
         grew / f64::from(sent.max(1)),
         cpu as f64 * 1000.0 / f64::from(sent.max(1)),
         before.fds,

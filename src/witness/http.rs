@@ -412,6 +412,12 @@ async fn post(
         );
         return Ok(refused(w, &err));
     }
+    if modern {
+        // `cache-names`: a header value is a name too.
+        if let Some(name) = headers.get("mcp-name").and_then(|v| v.to_str().ok()) {
+            w.cache_name(name);
+        }
+    }
     if modern && !lax && !lax_binding {
         // Only a well-formed request is held to its headers; anything else is refused by the
         // core for what it is (an invalid envelope, a response, a batch).

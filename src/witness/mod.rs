@@ -100,15 +100,16 @@ pub enum Broken {
     /// swapped, each client getting the other's.
     SharedTransport,
     /// HTTP: keeps every session it opens, forever, each with the state a real server's
-    /// session holds (32 KiB here: its task, streams and buffers), as the Python SDK did before
+    /// session holds (64 KiB here: its task, streams and buffers), as the Python SDK did before
     /// 1.30.0 (GHSA-84m7-p3x7-pcfv): no cap, no eviction, no expiry.
     KeepSessions,
-    /// HTTP: a request it refuses for want of a session still leaves 32 KiB behind (a session
+    /// HTTP: a request it refuses for want of a session still leaves 64 KiB behind (a session
     /// made for it and never let go), as the Python SDK before 1.30.0 did for every refused
     /// opening request.
     LeakRefused,
-    /// Caches 32 KiB for every distinct tool name it is asked to call, known or not, and never
-    /// lets any go: a cache keyed by whatever a client sends.
+    /// Caches 64 KiB for every distinct name it is asked about (a tool called, a prompt got, a
+    /// resource read, an `Mcp-Name` header value), known or not, refused or not, and never lets
+    /// any go: a cache keyed by whatever a client sends.
     CacheNames,
     /// Matches `resources/read` URIs against its template (`test://notes{/path*}`) by trying
     /// every way to split the path into comma-separated items, as a regular expression with
@@ -287,10 +288,11 @@ struct Kept {
     names: HashMap<String, Vec<u8>>,
 }
 
-/// The state a broken mode keeps per request or name: 32 KiB, written so that it is resident
-/// (zeroed pages from the allocator would not be).
+/// The state a broken mode keeps per request or name: 64 KiB (what the advisories measured on
+/// real servers is 40 to 75 KiB), written so that it is resident (zeroed pages from the
+/// allocator would not be).
 fn ballast() -> Vec<u8> {
-    vec![0x5a; 32 * 1024]
+    vec![0x5a; 64 * 1024]
 }
 
 /// The witness's one resource template, and what a URI of it starts with.
@@ -416,8 +418,8 @@ impl Witness {
         }
     }
 
-    /// `cache-names`: the tool name a call asked for, cached for good.
-    fn cache_name(&self, name: &str) {
+    /// `cache-names`: a name a request asked about, cached for good.
+    pub(crate) fn cache_name(&self, name: &str) {
         if self.config.is(Broken::CacheNames) {
             crate::sync::lock(&self.kept)
                 .names
@@ -838,6 +840,7 @@ impl Witness {
             }))),
             "prompts/get" => {
                 let name = params.get("name").and_then(Value::as_str).ok_or(-32602)?;
+                self.cache_name(name);
                 // Prompt names matched ignoring case, as some servers do.
                 let Some((found, _)) = PROMPTS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name))
                 else {
@@ -885,6 +888,7 @@ impl Witness {
     /// A URI of its template (`test://notes/a,b`): the note that names those items; anything
     /// else is not found (-32002 before 2026-07-28, which retired that code for -32602).
     fn read_note(&self, method: &str, uri: &str, modern: bool) -> Outcome {
+        self.cache_name(uri);
         let items = uri.strip_prefix(NOTES_PREFIX).filter(|path| {
             if self.config.is(Broken::BacktrackingMatcher) {
                 backtracking_items(path.as_bytes())

@@ -90,6 +90,20 @@ pub(super) fn post_json(
     }
 }
 
+/// A runner-made message (`own`: a ping, a list, a probe) POSTed with the standard headers, in
+/// the session `hs` when given; the answer by `deadline`.
+pub(super) async fn post_own(
+    url: &HttpUrl,
+    settings: &Settings,
+    hs: Option<&Handshake>,
+    own: &Value,
+    deadline: Instant,
+) -> Result<HttpResponse, TransportError> {
+    let headers = standard_headers(url, settings, hs, Some(own));
+    let wire = post_json(url, settings, headers, own);
+    http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await
+}
+
 /// JSON-RPC messages in an HTTP answer (a JSON body or SSE events), and what did not parse.
 pub(super) fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
     let mut msgs = Vec::new();

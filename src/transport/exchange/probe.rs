@@ -1,7 +1,7 @@
 //! Probes of a target before its cases: which versions it accepts (`probe`), and whether a
 //! stdio server answers in order (`order_probe`).
 
-use super::http_request::{http_handshake, http_messages, post_json, standard_headers};
+use super::http_request::{http_handshake, http_messages, post_own};
 use super::stdio_request::{line_body, read_until_answer};
 use super::*;
 
@@ -261,15 +261,9 @@ async fn discover_probe(
     match endpoint {
         Endpoint::Http(url) => {
             let deadline = Instant::now() + modern.probe_timeout;
-            let headers = standard_headers(url, modern, None, Some(&discover));
-            let resp = http::exchange(
-                url,
-                post_json(url, modern, headers, &discover),
-                deadline,
-                SseRead::ToFirstResponse,
-            )
-            .await
-            .ok()?;
+            let resp = post_own(url, modern, None, &discover, deadline)
+                .await
+                .ok()?;
             let (msgs, _) = http_messages(&resp);
             Some(discovered_by(&msgs))
         }

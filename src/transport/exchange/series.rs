@@ -5,7 +5,9 @@
 //! it ended), so the judge reads every kind as it reads one case's answer; the series stops at
 //! the first answer in the case's `cap` set. Nothing here decides pass or fail.
 
-use super::http_request::{http_handshake, http_messages, post_json, standard_headers, Sent};
+use super::http_request::{
+    http_handshake, http_messages, post_json, post_own, standard_headers, Sent,
+};
 use super::over_http::{http_probe, http_probe_call, learned_placeholders, read_response};
 use super::*;
 use crate::case::{SeriesSpec, StatusPattern};
@@ -14,8 +16,8 @@ use crate::transport::{SeriesSeen, StepKind};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The longest a whole series may take, whatever its count (the run's own deadline may end it
-/// sooner); what it sent by then is judged, and the report says it was cut.
+/// The longest a whole series may take unless it says (`budget_ms`; the run's own deadline may
+/// end it sooner); what it sent by then is judged, and the report says it was cut.
 const SERIES_BUDGET: Duration = Duration::from_secs(300);
 /// How often the process is sampled and the other connection pings.
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
@@ -122,11 +124,16 @@ async fn prepare(
         hs,
         learned,
         tag: fresh_tag(),
-        budget_end: settings
-            .run_deadline
-            .map_or(Instant::now() + SERIES_BUDGET, |end| {
-                (Instant::now() + SERIES_BUDGET).min(Instant::from_std(end))
-            }),
+        started: Instant::now(),
+        budget_end: {
+            let own = Instant::now()
+                + series
+                    .budget_ms
+                    .map_or(SERIES_BUDGET, Duration::from_millis);
+            settings
+                .run_deadline
+                .map_or(own, |end| own.min(Instant::from_std(end)))
+        },
     })
 }
 
@@ -216,15 +223,7 @@ async fn template_prefix(
     deadline: Instant,
 ) -> Option<String> {
     let list = own_request(settings, "gauntlet-discover", "resources/templates/list");
-    let headers = standard_headers(url, settings, hs, Some(&list));
-    let resp = http::exchange(
-        url,
-        post_json(url, settings, headers, &list),
-        deadline,
-        SseRead::ToFirstResponse,
-    )
-    .await
-    .ok()?;
+    let resp = post_own(url, settings, hs, &list, deadline).await.ok()?;
     let templates: Vec<String> = http_messages(&resp)
         .0
         .iter()
@@ -257,6 +256,8 @@ struct Shared {
     learned: Vec<(&'static str, String)>,
     /// Unique to this series, so `{{fresh}}` values differ from every earlier run's.
     tag: String,
+    /// When the series began (for `rate`), and when it must end.
+    started: Instant,
     budget_end: Instant,
 }
 
@@ -276,6 +277,12 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
         let step = steps.next.fetch_add(1, Ordering::SeqCst);
         if step >= shared.series.count {
             return;
+        }
+        if let Some(rate) = shared.series.rate {
+            // Step n goes no sooner than n / rate seconds after the first, whichever
+            // connection sends it.
+            let after = Duration::from_secs_f64(f64::from(step) / f64::from(rate));
+            tokio::time::sleep_until((shared.started + after).min(shared.budget_end)).await;
         }
         let (obs, session) = send_step(&shared, step).await;
         if let Some(s) = session {
@@ -449,14 +456,7 @@ async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Ping
                 }
             }
         }
-        let headers = standard_headers(&url, &settings, hs.as_ref(), Some(&ping));
-        let answer = http::exchange(
-            &url,
-            post_json(&url, &settings, headers, &ping),
-            deadline,
-            SseRead::ToFirstResponse,
-        )
-        .await;
+        let answer = post_own(&url, &settings, hs.as_ref(), &ping, deadline).await;
         match answer {
             Ok(resp)
                 if http_messages(&resp)
