@@ -1,5 +1,5 @@
 //! A series as a whole: what it cost the target's process (memory kept per step from the slope
-//! after the warm-up, CPU per step, descriptors), whether the server bounded it the protocol's
+//! over the later half of the steps after the warm-up, CPU per step, descriptors), whether the server bounded it the protocol's
 //! way (a cap answer, a session let go), and how a `ping` on another connection fared while it
 //! ran. Each kind of answer a step got is judged as a case's answer in [`super::judge`]; this
 //! file judges what only the whole series shows.
