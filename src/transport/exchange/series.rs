@@ -347,7 +347,11 @@ async fn send_step(shared: &Shared, step: u32) -> (Observation, Option<String>) 
     match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
         Ok(resp) => {
             read_response(&mut obs, &resp);
-            session = resp.header("mcp-session-id").map(str::to_string);
+            // Only a session the server opened by accepting the step: one named on a
+            // refusal was never the client's, and its 404 afterwards shows no bound.
+            if (200..300).contains(&resp.status) {
+                session = resp.header("mcp-session-id").map(str::to_string);
+            }
         }
         Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
         Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
