@@ -12,7 +12,6 @@ pub use crate::target::Target;
 use crate::target::{self, Lane, Restarts};
 use crate::trial::Judging;
 use crate::verdict::{self, Status};
-use crate::versions::Version;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -461,8 +460,7 @@ fn plan(
     shared: &Arc<Shared>,
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
-    let versions: Vec<(crate::report::LaneId, Version)> =
-        lanes.iter().map(|l| (l.id, l.id.version)).collect();
+    let ids: Vec<crate::report::LaneId> = lanes.iter().map(|l| l.id).collect();
     for lane in lanes {
         let lane = Arc::new(lane);
         let settings = Arc::new(lane.settings(settings));
@@ -480,7 +478,7 @@ fn plan(
             }
             let ordinal = trials.len();
             let (name, kind) = (case.id.clone(), lane.id.to_string());
-            if !applies(case, &lane, &settings) || !series_here(case, &lane, &versions) {
+            if !applies(case, &lane, &settings) || !series_here(case, &lane, &ids) {
                 shared.collector.push(ordinal, lane.record(case, None, 0));
                 trials.push(
                     Trial::test(name, || Ok(()))
@@ -535,7 +533,7 @@ fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
 /// the version spoken), at the newest version the case applies to; and only on a target the
 /// run was given (`--serve`, `--http`, `--gate`...), never on the embedded default's in-process
 /// copies, which would measure the runner's own process and slow its ten-second run.
-fn series_here(case: &Case, lane: &Lane, lanes: &[(crate::report::LaneId, Version)]) -> bool {
+fn series_here(case: &Case, lane: &Lane, lanes: &[crate::report::LaneId]) -> bool {
     if case.spec.series.is_none() {
         return true;
     }
@@ -549,8 +547,8 @@ fn series_here(case: &Case, lane: &Lane, lanes: &[(crate::report::LaneId, Versio
     };
     let newest = lanes
         .iter()
-        .filter(|(id, v)| same_target(id) && case.applies_to_version(*v))
-        .map(|(_, v)| *v)
+        .filter(|id| same_target(id) && case.applies_to_version(id.version))
+        .map(|id| id.version)
         .max();
     newest == Some(lane.id.version)
 }

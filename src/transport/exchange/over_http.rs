@@ -20,7 +20,7 @@ pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Opt
 
 /// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the ping: a
 /// call of the allowed tool in a session of its own, which must come back with a result.
-pub(super) async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
     let call = probe_call(settings);
     let why = match probe_exchange(url, settings, &call, PROBE_CALL_ID).await {
         Ok((_, answers)) if answers.iter().any(|m| probe_call_answered(m).is_ok()) => {
@@ -172,14 +172,25 @@ pub(super) async fn run_http(
         obs.witness = Some(w.since(mark));
     }
     if check_alive {
-        let (mut alive, mut detail) = http_probe(url, settings).await;
-        if alive && spec.alive_probe == crate::case::AliveProbe::Downstream {
-            (alive, detail) = http_probe_call(url, settings).await;
-        }
-        obs.alive = Some(alive);
-        obs.alive_detail = detail;
+        alive_probe(&mut obs, case, url, settings).await;
     }
     obs
+}
+
+/// The alive probe after a case (a ping, and for `"alive_probe": "downstream"` a call of the
+/// allowed tool), written into `obs`.
+pub(super) async fn alive_probe(
+    obs: &mut Observation,
+    case: &Case,
+    url: &HttpUrl,
+    settings: &Settings,
+) {
+    let (mut alive, mut detail) = http_probe(url, settings).await;
+    if alive && case.spec.alive_probe == crate::case::AliveProbe::Downstream {
+        (alive, detail) = http_probe_call(url, settings).await;
+    }
+    obs.alive = Some(alive);
+    obs.alive_detail = detail;
 }
 
 /// The target's path with its letters in capitals, its query (if the URL has one) as it is:

@@ -8,7 +8,7 @@
 use super::http_request::{
     http_handshake, http_messages, post_json, post_own, standard_headers, Sent,
 };
-use super::over_http::{http_probe, http_probe_call, learned_placeholders, read_response};
+use super::over_http::{alive_probe, learned_placeholders, read_response};
 use super::*;
 use crate::case::{SeriesSpec, StatusPattern};
 use crate::transport::procfs::{self, ProcSample, Watch};
@@ -69,12 +69,7 @@ pub(super) async fn run_series(
     };
     seen.kinds = kinds;
     if check_alive && obs.setup_error.is_none() {
-        let (mut alive, mut detail) = http_probe(url, settings).await;
-        if alive && case.spec.alive_probe == crate::case::AliveProbe::Downstream {
-            (alive, detail) = http_probe_call(url, settings).await;
-        }
-        obs.alive = Some(alive);
-        obs.alive_detail = detail;
+        alive_probe(&mut obs, case, url, settings).await;
     }
     obs.series = Some(Box::new(seen));
     obs
