@@ -474,6 +474,12 @@ pub(crate) fn gate_http_lane(
         Some(WitnessView::Memory(record)),
     )
     .behind(personality);
+    // The gate's own process is what a series measures (the witness behind it is the
+    // runner's).
+    let followed = process.clone();
+    lane.watch = Some(crate::transport::procfs::Watch::following(move || {
+        followed.pid()
+    }));
     lane.process = Some(process);
     Ok(lane)
 }

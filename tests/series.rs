@@ -137,6 +137,34 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
     }
 }
 
+/// Through the reference gate (`--gate`, in front of the runner's witness) every series case
+/// passes, judged on the gate's own process (read, as `--serve`'s is) and on what reached the
+/// witness: the refusals forwarded nothing, the reads at most once a step.
+#[test]
+fn the_reference_gate_passes_every_series_case() {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/gate/witness-policy.json"
+    );
+    let gate = format!(
+        "{} reference-gate --config {config} --listen 127.0.0.1:{{port}} --downstream {{downstream_url}}",
+        shell_words::quote(&bin().to_string_lossy())
+    );
+    let trials = series_trials(&["--gate", &gate, "--gate-codes", "reference"]);
+    assert_eq!(trials.len(), PROVEN_BY.len(), "{trials:?}");
+    for t in &trials {
+        assert_eq!(t.transport, "http", "{t:?}");
+        assert_eq!(t.verdict, "pass", "{t:?}");
+        let observed = t.findings.iter().any(|f| {
+            f["check"] == "series"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("resident memory"))
+        });
+        assert!(observed, "the gate's process was read: {t:?}");
+    }
+}
+
 /// The same cases against a URL whose process the runner does not know: memory is "not
 /// observed" in each trial's findings, the answers are still judged, and the cases still pass
 /// (nothing was seen to fail).

@@ -10,9 +10,9 @@ pub use body::Body;
 // The case format, as the case files write it (the schema is generated from these types).
 pub use model::{
     AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
-    Discover, Expect, IdRule, Level, MappingNeed, NestSpec, OneOrMany, Outcome, Profile,
-    RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode, StatusPattern, TransportKind,
-    VersionRange,
+    Discover, EitherWord, Expect, Forwarding, IdRule, Level, MappingNeed, NestSpec, OneOrMany,
+    Outcome, Profile, RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode,
+    StatusPattern, TransportKind, VersionRange,
 };
 
 use crate::versions::Version;

@@ -514,6 +514,34 @@ impl IdRule {
     }
 }
 
+/// Gate profile: whether the witness behind the gate may receive the case's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Forwarding {
+    /// `true`: it must arrive; `false`: nothing may.
+    Must(bool),
+    /// `"either"`: the gate may pass it to the server, which alone knows the answer (a
+    /// resource that may or may not exist), or refuse it itself.
+    Either(EitherWord),
+}
+
+/// The word `"either"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EitherWord {
+    Either,
+}
+
+impl Forwarding {
+    /// `Some(must)` when the case says whether it must arrive; `None` for `"either"`.
+    pub fn must(self) -> Option<bool> {
+        match self {
+            Forwarding::Must(b) => Some(b),
+            Forwarding::Either(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
@@ -526,7 +554,7 @@ pub struct Expect {
     #[serde(default)]
     pub id: Option<OneOrMany<IdRule>>,
     #[serde(default)]
-    pub forwarded: Option<bool>,
+    pub forwarded: Option<Forwarding>,
     #[serde(default)]
     pub alive: Option<bool>,
     #[serde(default)]

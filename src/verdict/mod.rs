@@ -1325,4 +1325,58 @@ mod tests {
         // The same answer to a call of another tool is that tool failing (a validation error).
         assert!(!hinted(&is_error()));
     }
+
+    /// Through a gate, a series' steps may each reach the witness once where the case lets
+    /// them (`"either"`), never more; under the default for a refusal, none may.
+    #[test]
+    fn a_series_through_a_gate_is_judged_by_what_its_steps_forwarded() {
+        let body = |forwarded: &str| {
+            case(&format!(
+                r#"{{"title": "t", "requirements": ["MCP-LIFE-01"], "transports": ["http"],
+                "series": {{"count": 3}},
+                "request": {{"body": {{"json": {{"jsonrpc": "2.0", "id": 1,
+                    "method": "resources/read", "params": {{"uri": "test://x/{{{{fresh}}}}"}}}}}}}},
+                "expect": {{"outcome": "reject"{forwarded}}}}}"#
+            ))
+        };
+        let message = |seq: u64| {
+            crate::record::Event::Message {
+            seq,
+            transport: "http".into(),
+            raw: r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://x/a"}}"#
+                .into(),
+            raw_len: 80,
+            headers: Vec::new(),
+        }
+        };
+        let mut gate = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        gate.profile = Profile::Gate;
+        let judged = |c: &Case, forwarded: u64| {
+            let mut obs = answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no"}}),
+                ],
+            );
+            obs.request_method = Some("resources/read".into());
+            obs.witness = Some((0..forwarded).map(message).collect());
+            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+                count: 3,
+                sent: 3,
+                ..crate::transport::SeriesSeen::default()
+            }));
+            checks(&judge(c, &obs, &gate), Status::Fail)
+        };
+        let either = body(r#", "forwarded": "either""#);
+        assert!(judged(&either, 0).is_empty());
+        assert!(judged(&either, 3).is_empty(), "once a step");
+        assert_eq!(judged(&either, 4), ["forwarded"], "more than once a step");
+        let refused = body("");
+        assert!(judged(&refused, 0).is_empty());
+        assert_eq!(
+            judged(&refused, 1),
+            ["forwarded"],
+            "a refusal forwards nothing"
+        );
+    }
 }

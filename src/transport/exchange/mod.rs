@@ -178,7 +178,7 @@ pub async fn run_case(
     let mut obs = match endpoint {
         Endpoint::Http(url) => match &case.spec.series {
             Some(series) => {
-                series::run_series(case, series, url, settings, watch, check_alive).await
+                series::run_series(case, series, url, settings, (witness, watch), check_alive).await
             }
             None => run_http(case, url, settings, witness, check_alive).await,
         },

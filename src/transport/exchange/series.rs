@@ -45,7 +45,7 @@ pub(super) async fn run_series(
     series: &SeriesSpec,
     url: &HttpUrl,
     settings: &Settings,
-    watch: Option<&Watch>,
+    (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
     let shared = match prepare(case, series, url, settings).await {
@@ -53,7 +53,11 @@ pub(super) async fn run_series(
         Err(obs) => return *obs,
     };
     let pid = watch.and_then(Watch::now);
+    // Behind a gate: what reached its downstream while the steps ran (the series runs alone on
+    // its lane, so that is the steps', and the runner's own pings, left out).
+    let mark = witness.map(WitnessView::mark);
     let (mut seen, steps) = drive(&shared, pid).await;
+    let forwarded = witness.zip(mark).map(|(w, m)| w.since(m));
     seen.watched = watch.is_some();
     let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
     after(&mut seen, &sessions, series, url, settings, pid).await;
@@ -68,6 +72,8 @@ pub(super) async fn run_series(
         }
     };
     seen.kinds = kinds;
+    obs.witness =
+        forwarded.map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings));
     if check_alive && obs.setup_error.is_none() {
         alive_probe(&mut obs, case, url, settings).await;
     }
@@ -207,6 +213,31 @@ async fn after(
             seen.after_close = procfs::sample(pid);
         }
     }
+}
+
+/// What reached a gate's downstream during the steps, less the runner's own pings (its
+/// liveness method, on the pinger's session and after the steps; a gate may give them ids of
+/// its own) unless the steps send that method too.
+fn steps_forwarded(
+    events: Vec<Event>,
+    steps_method: Option<&str>,
+    settings: &Settings,
+) -> Vec<Event> {
+    let own = liveness_method(settings);
+    let steps_send_it = steps_method == Some(own);
+    events
+        .into_iter()
+        .filter(|e| match e {
+            Event::Message { raw, .. } if !steps_send_it => {
+                serde_json::from_str::<Value>(raw)
+                    .ok()
+                    .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string))
+                    .as_deref()
+                    != Some(own)
+            }
+            _ => true,
+        })
+        .collect()
 }
 
 /// The literal start of the server's first resource template (up to its first variable), one
