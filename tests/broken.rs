@@ -6,7 +6,9 @@
 //! that every applicable (case, transport) pair fails under at least one mode: a case that no
 //! wrong server can fail is a defect.
 
-use crate::util::{run_with_report, stdio_witness_command, version, Failing, HttpWitness};
+use crate::util::{
+    run_with_report, stdio_witness_command, version, Failing, HttpWitness, SERIES_SKIPPED,
+};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -20,10 +22,6 @@ const STATELESS: &[&str] = &["get-stream"];
 /// The versions every mode is run at: the newest legacy one and the first modern one (2025-06-18
 /// differs from 2025-11-25 in nothing a mode exercises).
 const VERSIONS: &str = "2025-11-25,2026-07-28";
-
-/// The series families, left out of these runs: tests/series.rs runs them against the witness's
-/// own process (their memory oracle needs it), each on the mode made for it.
-const SERIES_SKIPPED: [&str; 6] = ["--skip", "sessions/", "--skip", "state/", "--skip", "cpu/"];
 
 /// Modes that fail (nearly) every case whatever it checks: they prove the runner notices
 /// silence and stdout noise, not that a case catches its own bug class.
