@@ -139,6 +139,13 @@ pub struct SeriesSpec {
     /// shows it in the memory read after.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub close_sessions: bool,
+    /// Each session a step opens is closed with `DELETE` right after the step's answer, so
+    /// the series asks whether ending a session frees what it held: every `DELETE` must be
+    /// accepted (2xx), the first session must answer 404 afterwards, and memory is judged
+    /// (its 404 is no bound here). A server that refuses `DELETE` with 405 (it may) makes the
+    /// case not applicable.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close_each: bool,
     /// What the runner asks the server before the series, for the steps to use: `resource-
     /// template` sends `resources/templates/list` and gives `{{template_prefix}}`, the literal
     /// text of its first template up to its first variable (one with an exploded variable,

@@ -201,6 +201,9 @@ pub struct SeriesSeen {
     pub first_session_answer: Option<u16>,
     /// Sessions closed with `DELETE` after the series.
     pub sessions_closed: usize,
+    /// `close_each`: how each step's `DELETE` was answered (HTTP status, 0 for no answer),
+    /// with how many got it.
+    pub deletes: std::collections::BTreeMap<u16, u32>,
     pub elapsed: Duration,
 }
 

@@ -1379,4 +1379,58 @@ mod tests {
             "a refusal forwards nothing"
         );
     }
+
+    /// `close_each`: a session its client ended must be gone (404), and every DELETE accepted
+    /// (2xx; 405 is a refusal the protocol allows).
+    #[test]
+    fn sessions_ended_each_step_must_be_gone_and_each_delete_accepted() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-DOS-05"], "level": "should",
+            "transports": ["http"], "series": {"count": 3, "close_each": true},
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "g", "version": "1"}}}}},
+            "expect": {"outcome": "accept", "http_status": 200}}"#,
+        );
+        let judged = |deletes: &[(u16, u32)], first: u16| {
+            let mut obs = answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-11-25",
+                    "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}}),
+                ],
+            );
+            obs.request_method = Some("initialize".into());
+            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+                count: 3,
+                sent: 3,
+                deletes: deletes.iter().copied().collect(),
+                first_session_answer: Some(first),
+                ..crate::transport::SeriesSeen::default()
+            }));
+            let v = judge(
+                &c,
+                &obs,
+                &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+            );
+            checks(&v, Status::Warn)
+        };
+        assert!(judged(&[(200, 3)], 404).is_empty());
+        assert!(judged(&[(204, 2), (405, 1)], 404).is_empty());
+        assert_eq!(
+            judged(&[(200, 3)], 200),
+            ["series"],
+            "still served after DELETE"
+        );
+        assert_eq!(
+            judged(&[(200, 2), (500, 1)], 404),
+            ["series"],
+            "a DELETE refused"
+        );
+        assert_eq!(
+            judged(&[(200, 2), (0, 1)], 404),
+            ["series"],
+            "a DELETE unanswered"
+        );
+    }
 }

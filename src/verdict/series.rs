@@ -21,8 +21,11 @@ impl Judge<'_> {
         };
         let bounds = self.expect.series.clone().unwrap_or_default();
         let warmup = self.case.spec.series.as_ref().map_or(0, |s| s.warmup);
+        let close_each = self.case.spec.series.as_ref().is_some_and(|s| s.close_each);
         self.add(Check::Series, Status::Pass, summary(seen));
-        if let Some((step, status)) = seen.capped_at {
+        if close_each {
+            self.deletes(seen);
+        } else if let Some((step, status)) = seen.capped_at {
             self.add(
                 Check::Series,
                 Status::Pass,
@@ -42,13 +45,49 @@ impl Judge<'_> {
                 format!("the series was cut by its budget after {} of {} steps: what was sent is judged", seen.sent, seen.count),
             );
         }
-        self.memory(seen, &bounds, warmup);
+        self.memory(seen, &bounds, warmup, close_each);
         self.cpu(seen, &bounds);
         self.descriptors(seen, &bounds);
         self.latency(seen, &bounds);
     }
 
-    fn memory(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect, warmup: u32) {
+    /// `close_each`: every step's session was ended with `DELETE`: each `DELETE` accepted
+    /// (MCP-HTTP-SESS-07: 2xx, or 405 from a server that lets no client end one), and the first
+    /// session gone afterwards (MCP-HTTP-SESS-05: 404).
+    fn deletes(&mut self, seen: &SeriesSeen) {
+        let refused: Vec<String> = seen
+            .deletes
+            .iter()
+            .filter(|(status, _)| !(200..300).contains(*status) && **status != 405)
+            .map(|(status, n)| match status {
+                0 => format!("{n} got no answer"),
+                s => format!("{n} answered HTTP {s}"),
+            })
+            .collect();
+        let ended: u32 = seen.deletes.values().sum();
+        if !refused.is_empty() {
+            self.add(
+                Check::Series,
+                self.level_status,
+                format!("of the {ended} DELETEs that ended the steps' sessions, {}: a session its client ends is ended with 2xx (or every DELETE refused with 405)", refused.join(", ")),
+            );
+        }
+        match seen.first_session_answer {
+            Some(404) => self.add(
+                Check::Series,
+                Status::Pass,
+                format!("{ended} sessions ended with DELETE; the first answers 404 afterwards"),
+            ),
+            Some(status) if ended > 0 => self.add(
+                Check::Series,
+                self.level_status,
+                format!("the first session a step opened was ended with DELETE, yet a ping in it answered HTTP {status}, not 404: the session was not ended"),
+            ),
+            _ => {}
+        }
+    }
+
+    fn memory(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect, warmup: u32, close_each: bool) {
         let Some(max) = bounds.retained_bytes_per_step else {
             return;
         };
@@ -90,7 +129,10 @@ impl Judge<'_> {
         // A server that showed its bound (a cap answered, the oldest session let go) keeps
         // what it keeps below that bound by design: what each step costs up to it is said,
         // not judged.
-        let bounded = seen.capped_at.is_some() || seen.first_session_answer == Some(404);
+        // Sessions ended by the client (`close_each`) answer 404 because they were ended: no
+        // bound of the server's.
+        let bounded =
+            seen.capped_at.is_some() || (seen.first_session_answer == Some(404) && !close_each);
         if per_step > max as f64 && bounded {
             self.add(
                 Check::Memory,

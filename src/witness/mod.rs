@@ -111,6 +111,14 @@ pub enum Broken {
     /// resource read, an `Mcp-Name` header value), known or not, refused or not, and never lets
     /// any go: a cache keyed by whatever a client sends.
     CacheNames,
+    /// HTTP: ends a session on `DELETE` (its id then answers 404) but keeps what it held (64
+    /// KiB: a task and buffers never stopped), as a transport removed from its table whose
+    /// work is left running.
+    KeepDeleted,
+    /// Keeps 64 KiB for every request id a `notifications/cancelled` names and every token a
+    /// `notifications/progress` names, whether any such request or token was ever seen: a
+    /// table of cancellations and progress keyed by whatever a client sends.
+    KeepNotified,
     /// Matches `resources/read` URIs against its template (`test://notes{/path*}`) by trying
     /// every way to split the path into comma-separated items, as a regular expression with
     /// nested quantifiers does (`[^/]+(?:,[^/]+)*`, the TypeScript SDK before 1.25.2,
@@ -286,6 +294,8 @@ impl Sessions {
 struct Kept {
     refused: Vec<Vec<u8>>,
     names: HashMap<String, Vec<u8>>,
+    deleted: Vec<Vec<u8>>,
+    notified: HashMap<String, Vec<u8>>,
 }
 
 /// The state a broken mode keeps per request or name: 64 KiB (what the advisories measured on
@@ -408,7 +418,28 @@ impl Witness {
     }
 
     pub(crate) fn close_session(&self, id: &str) -> bool {
-        crate::sync::lock(&self.sessions).open.remove(id).is_some()
+        let ended = crate::sync::lock(&self.sessions).open.remove(id).is_some();
+        if ended && self.config.is(Broken::KeepDeleted) {
+            crate::sync::lock(&self.kept).deleted.push(ballast());
+        }
+        ended
+    }
+
+    /// `keep-notified`: what a notification naming a request or a progress token leaves.
+    fn notified(&self, method: &str, params: &Map<String, Value>) {
+        if !self.config.is(Broken::KeepNotified) {
+            return;
+        }
+        let named = match method {
+            "notifications/cancelled" => params.get("requestId"),
+            "notifications/progress" => params.get("progressToken"),
+            _ => None,
+        };
+        if let Some(named) = named {
+            crate::sync::lock(&self.kept)
+                .notified
+                .insert(named.to_string(), ballast());
+        }
     }
 
     /// `leak-refused`: what a refused request leaves behind.
@@ -588,6 +619,7 @@ impl Witness {
         }
         let Some(id) = id else {
             // A notification: never answered.
+            self.notified(&method, &params);
             if any_id {
                 let _ = self.call(&method, &params, conv);
             }
@@ -685,6 +717,7 @@ impl Witness {
             batches: false,
         };
         let Some(id) = id else {
+            self.notified(method, params);
             if self.config.is(Broken::AnyId) {
                 let _ = self.call(method, params, &mut conv);
             }

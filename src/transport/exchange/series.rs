@@ -35,6 +35,8 @@ struct Steps {
     capped_at: Mutex<Option<(u32, u16)>>,
     kinds: Mutex<Vec<StepKind>>,
     sessions: Mutex<Vec<String>>,
+    /// `close_each`: each step's `DELETE` status, counted.
+    deletes: Mutex<std::collections::BTreeMap<u16, u32>>,
 }
 
 /// Run `case`'s series over `url`, in named steps: `prepare` (the session and what `discover`
@@ -60,6 +62,7 @@ pub(super) async fn run_series(
     let forwarded = witness.zip(mark).map(|(w, m)| w.since(m));
     seen.watched = watch.is_some();
     let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
+    seen.deletes = std::mem::take(&mut *crate::sync::lock(&steps.deletes));
     after(&mut seen, &sessions, series, url, settings, pid).await;
     let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
     kinds.sort_by_key(|k| k.step);
@@ -105,6 +108,11 @@ async fn prepare(
         }
         _ => None,
     };
+    if series.close_each {
+        if let Some(why) = refuses_delete(url, case, settings).await {
+            return Err(ended(&|o| o.inapplicable = Some(why.clone())));
+        }
+    }
     let mut learned: Vec<(&'static str, String)> = Vec::new();
     if series.discover == Some(crate::case::Discover::ResourceTemplate) {
         match template_prefix(url, settings, hs.as_ref(), settings.case_ends(case)).await {
@@ -148,6 +156,7 @@ async fn drive(shared: &Arc<Shared>, pid: Option<u32>) -> (SeriesSeen, Arc<Steps
         capped_at: Mutex::new(None),
         kinds: Mutex::new(Vec::new()),
         sessions: Mutex::new(Vec::new()),
+        deletes: Mutex::new(std::collections::BTreeMap::new()),
     });
     let started = Instant::now();
     let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
@@ -213,6 +222,20 @@ async fn after(
             seen.after_close = procfs::sample(pid);
         }
     }
+}
+
+/// `close_each`: why the case does not apply when the server does not let clients end their
+/// sessions (a session opened and closed once, its `DELETE` answered 405, as the protocol
+/// allows); `None` when it does, or when that could not be told (the steps will show it).
+async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Settings) -> Option<String> {
+    let by = settings.case_ends(case);
+    let hs = http_handshake(url, &handshake_settings(case, settings), by)
+        .await
+        .ok()?;
+    let session = hs.session?;
+    (session_status(url, settings, &session, "DELETE").await == 405).then(|| {
+        "not applicable: the server does not let clients end their sessions (DELETE answered 405, which it may)".to_string()
+    })
 }
 
 /// What reached a gate's downstream during the steps, less the runner's own pings (its
@@ -311,6 +334,10 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
             tokio::time::sleep_until((shared.started + after).min(shared.budget_end)).await;
         }
         let (obs, session) = send_step(&shared, step).await;
+        if let (true, Some(s)) = (shared.series.close_each, &session) {
+            let status = session_status(&shared.url, &shared.settings, s, "DELETE").await;
+            *crate::sync::lock(&steps.deletes).entry(status).or_default() += 1;
+        }
         if let Some(s) = session {
             let mut kept = crate::sync::lock(&steps.sessions);
             if kept.len() < SESSIONS_KEPT {
