@@ -703,6 +703,15 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
             "`{{template_prefix}}` is learned from the server: it needs `\"discover\": \"resource-template\"`",
         ));
     }
+    let ratio = spec.expect.series.as_ref().and_then(|e| e.cpu_ratio);
+    if ratio.is_some() != series.baseline.is_some()
+        || ratio.is_some_and(|r| !(2..=1000).contains(&r))
+    {
+        return Err(invalid(
+            path,
+            "`expect.series.cpu_ratio` (2..=1000) and `series.baseline` go together: the ratio is to the baseline's CPU",
+        ));
+    }
     if series
         .cap
         .as_ref()

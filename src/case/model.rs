@@ -152,6 +152,12 @@ pub struct SeriesSpec {
     /// `{/path*}`, is preferred). A server that lists none makes the case not applicable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discover: Option<Discover>,
+    /// A request of about the same size that costs nothing special (plain text where the
+    /// case's request has escapes, one member where it has thousands): sent first, `count`
+    /// times, as a series of its own, so CPU is judged against what the same server spends on
+    /// a plain request (`expect.series.cpu_ratio`), not against a clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<RequestSpec>>,
 }
 
 /// What a series learns from the server before its first step (`series.discover`).
@@ -184,6 +190,11 @@ pub struct SeriesExpect {
     /// Open descriptors the target may gain over the series.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fds_growth: Option<u64>,
+    /// CPU per step may be at most this many times the baseline's (`series.baseline`), which
+    /// is counted as at least 100 µs a step (the kernel counts CPU in 10 ms ticks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 1000))]
+    pub cpu_ratio: Option<u32>,
 }
 
 /// An inclusive range of protocol versions.
@@ -355,7 +366,7 @@ fn default_level() -> Level {
     Level::Must
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSpec {
     #[serde(default)]

@@ -204,6 +204,20 @@ pub struct SeriesSeen {
     /// `close_each`: how each step's `DELETE` was answered (HTTP status, 0 for no answer),
     /// with how many got it.
     pub deletes: std::collections::BTreeMap<u16, u32>,
+    /// `series.baseline`: the plain request's own series, sent first.
+    pub baseline: Option<BaselineSeen>,
+    pub elapsed: Duration,
+}
+
+/// What a series' baseline (a plain request of about the same size) cost the same process.
+#[derive(Debug, Clone, Default)]
+pub struct BaselineSeen {
+    pub sent: u32,
+    /// CPU over its steps (ms), when the process was read.
+    pub cpu_ms: Option<u64>,
+    /// How its first step was answered (the kind's words), and its body's size.
+    pub answer: String,
+    pub bytes: Option<u64>,
     pub elapsed: Duration,
 }
 

@@ -1422,6 +1422,10 @@ mod tests {
             ["series"],
             "still served after DELETE"
         );
+        assert!(
+            judged(&[(200, 3)], 400).is_empty(),
+            "ended, refused with another status: headers/session-id-unknown judges that"
+        );
         assert_eq!(
             judged(&[(200, 2), (500, 1)], 404),
             ["series"],

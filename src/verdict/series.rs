@@ -10,6 +10,9 @@ use crate::transport::procfs::ProcSample;
 use crate::transport::SeriesSeen;
 
 const KIB: f64 = 1024.0;
+/// The least CPU a baseline step is counted as (µs): the kernel counts CPU in 10 ms ticks, so
+/// a baseline of a few hundred cheap steps may read as nothing.
+const BASELINE_FLOOR_US: f64 = 100.0;
 const MIB: f64 = 1024.0 * 1024.0;
 
 impl Judge<'_> {
@@ -78,10 +81,17 @@ impl Judge<'_> {
                 Status::Pass,
                 format!("{ended} sessions ended with DELETE; the first answers 404 afterwards"),
             ),
+            // Refused otherwise, it is ended all the same: which status an unknown session
+            // gets is headers/session-id-unknown's to judge, once.
+            Some(status) if (400..500).contains(&status) => self.add(
+                Check::Series,
+                Status::Pass,
+                format!("{ended} sessions ended with DELETE; the first is refused afterwards (HTTP {status}; MCP-HTTP-SESS-05 wants 404, judged by headers/session-id-unknown)"),
+            ),
             Some(status) if ended > 0 => self.add(
                 Check::Series,
                 self.level_status,
-                format!("the first session a step opened was ended with DELETE, yet a ping in it answered HTTP {status}, not 404: the session was not ended"),
+                format!("the first session a step opened was ended with DELETE, yet a ping in it answered HTTP {status}: the session was not ended"),
             ),
             _ => {}
         }
@@ -165,7 +175,45 @@ impl Judge<'_> {
         }
     }
 
+    /// CPU against the baseline's (`cpu_ratio`): the same server's cost for a plain request
+    /// of about the same size, so the bound holds on any machine.
+    fn cpu_against_baseline(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        let (Some(ratio), Some(base)) = (bounds.cpu_ratio, seen.baseline.as_ref()) else {
+            return;
+        };
+        let (Some(used), Some(base_ms)) = (cpu_ms(seen), base.cpu_ms) else {
+            self.add(Check::Cpu, Status::Pass, "CPU not observed: the target's process is not known (run it with --serve, or give --pid)".into());
+            return;
+        };
+        let per_step = used as f64 * 1000.0 / f64::from(seen.sent.max(1));
+        let base_per_step = base_ms as f64 * 1000.0 / f64::from(base.sent.max(1));
+        let counted = base_per_step.max(BASELINE_FLOOR_US);
+        let sizes = match (
+            seen.kinds
+                .first()
+                .and_then(|k| k.observation.request_extent),
+            base.bytes,
+        ) {
+            (Some(e), Some(b)) => format!(" ({} bytes against {b})", e.bytes),
+            _ => String::new(),
+        };
+        let said = format!(
+            "{per_step:.0} µs of CPU a step over {} steps, against {base_per_step:.0} µs for a plain request of about the same size{sizes} over {} ({}), counted as at least {BASELINE_FLOOR_US:.0} µs",
+            seen.sent, base.sent, base.answer
+        );
+        if per_step > counted * f64::from(ratio) {
+            self.add(
+                Check::Cpu,
+                self.level_status,
+                format!("{said}: {:.0} times as much; at most {ratio} times expected: this input costs far more than its size", per_step / counted),
+            );
+        } else {
+            self.add(Check::Cpu, Status::Pass, said);
+        }
+    }
+
     fn cpu(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        self.cpu_against_baseline(seen, bounds);
         let Some(max) = bounds.cpu_us_per_step else {
             return;
         };

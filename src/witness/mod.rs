@@ -124,6 +124,11 @@ pub enum Broken {
     /// nested quantifiers does (`[^/]+(?:,[^/]+)*`, the TypeScript SDK before 1.25.2,
     /// CVE-2026-0621): a short URI of many commas that cannot match costs seconds of CPU.
     BacktrackingMatcher,
+    /// Reads each escape, digit and member separator of a body by scanning the body again from
+    /// its start (a reader that re-tokenizes from the beginning at each token): a request of
+    /// thousands of escapes, digits or members costs time quadratic in its size, where plain
+    /// text of the same size costs nothing.
+    QuadraticReader,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -333,6 +338,16 @@ fn backtracking_items(path: &[u8]) -> bool {
     !path.is_empty() && item_from(path, 0)
 }
 
+/// `quadratic-reader`: each escape, digit and `:` sends the reader back over everything before
+/// it (what it counts there is only what keeps the scan from being optimised away).
+fn rescanned(body: &[u8]) -> usize {
+    body.iter()
+        .enumerate()
+        .filter(|(_, b)| matches!(b, b'\\' | b'0'..=b'9' | b':'))
+        .map(|(i, b)| body[..i].iter().filter(|c| *c == b).count())
+        .fold(0, usize::wrapping_add)
+}
+
 /// How long a `shared-transport` answer waits for a request with the same id to swap with.
 const PARTNER_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 
@@ -462,6 +477,9 @@ impl Witness {
     /// Handle one received message body (an HTTP body or a stdio line, framing removed).
     /// `conv` is the conversation's state; `initialize` fills in `negotiated`.
     pub(crate) fn handle_body(&self, body: &[u8], conv: &mut Conversation) -> Reply {
+        if self.config.is(Broken::QuadraticReader) {
+            std::hint::black_box(rescanned(body));
+        }
         if (self.config.is(Broken::Fragile) || self.config.is(Broken::Exits))
             && (body.len() > 512 * 1024 || crate::reading::nesting_depth(body) > 1000)
         {

@@ -57,8 +57,13 @@ pub(super) async fn run_series(
     let pid = watch.and_then(Watch::now);
     // Behind a gate: what reached its downstream while the steps ran (the series runs alone on
     // its lane, so that is the steps', and the runner's own pings, left out).
+    let baseline = match &series.baseline {
+        Some(plain) => Some(run_baseline(&shared, plain, pid).await),
+        None => None,
+    };
     let mark = witness.map(WitnessView::mark);
     let (mut seen, steps) = drive(&shared, pid).await;
+    seen.baseline = baseline;
     let forwarded = witness.zip(mark).map(|(w, m)| w.since(m));
     seen.watched = watch.is_some();
     let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
@@ -221,6 +226,51 @@ async fn after(
             tokio::time::sleep(Duration::from_millis(300)).await;
             seen.after_close = procfs::sample(pid);
         }
+    }
+}
+
+/// `series.baseline`: the plain request sent `count` times as a series of its own on the same
+/// process, before the case's, for what its CPU is judged against.
+async fn run_baseline(
+    shared: &Shared,
+    plain: &crate::case::RequestSpec,
+    pid: Option<u32>,
+) -> crate::transport::BaselineSeen {
+    let mut case = shared.case.clone();
+    case.spec.request = plain.clone();
+    let series = SeriesSpec {
+        baseline: None,
+        cap: None,
+        close_each: false,
+        close_sessions: false,
+        ..shared.series.clone()
+    };
+    let own = Arc::new(Shared {
+        case,
+        series,
+        url: shared.url.clone(),
+        settings: shared.settings.clone(),
+        hs: shared.hs.clone(),
+        learned: shared.learned.clone(),
+        tag: fresh_tag(),
+        started: Instant::now(),
+        budget_end: shared.budget_end,
+    });
+    let (seen, steps) = drive(&own, pid).await;
+    let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
+    kinds.sort_by_key(|k| k.step);
+    let first = kinds.first();
+    crate::transport::BaselineSeen {
+        sent: seen.sent,
+        cpu_ms: seen
+            .before
+            .zip(seen.after)
+            .map(|(b, a)| a.cpu_ms.saturating_sub(b.cpu_ms)),
+        answer: first.map(|k| k.key.clone()).unwrap_or_default(),
+        bytes: first
+            .and_then(|k| k.observation.request_extent)
+            .map(|e| e.bytes as u64),
+        elapsed: seen.elapsed,
     }
 }
 
