@@ -476,10 +476,7 @@ pub(crate) fn gate_http_lane(
     .behind(personality);
     // The gate's own process is what a series measures (the witness behind it is the
     // runner's).
-    let followed = process.clone();
-    lane.watch = Some(crate::transport::procfs::Watch::following(move || {
-        followed.pid()
-    }));
+    lane.watch = Some(process.watch());
     lane.process = Some(process);
     Ok(lane)
 }
@@ -505,10 +502,7 @@ fn served_lane(
         Endpoint::Http(HttpUrl::parse(&format!("http://127.0.0.1:{port}{path}"))?),
         None,
     );
-    let followed = process.clone();
-    lane.watch = Some(crate::transport::procfs::Watch::following(move || {
-        followed.pid()
-    }));
+    lane.watch = Some(process.watch());
     lane.process = Some(process);
     Ok(lane)
 }
@@ -583,6 +577,13 @@ impl GateProcess {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(true)
+    }
+
+    /// Where a lane reads this process: whichever one runs at the time (it is started again
+    /// after a series or a death).
+    fn watch(self: &Arc<Self>) -> crate::transport::procfs::Watch {
+        let followed = self.clone();
+        crate::transport::procfs::Watch::following(move || followed.pid())
     }
 
     /// The process running now, if one is.

@@ -1,7 +1,8 @@
-//! Series cases (`sessions/`, `state/`): what accumulates over many requests. Each is run
+//! Series cases (`sessions/`, `state/`, `cpu/`): what accumulates over many requests. Each is run
 //! against the witness started by the runner itself (`--serve`, so its process is read): the
 //! strict witness passes every one, and each fails on the broken mode made for it. Without the
-//! process (a plain `--http`), memory is said to be not observed, never passed in silence.
+//! process (a plain `--http`), memory is said to be not observed, never passed in silence. The
+//! reference gate in front of the runner's witness (`--gate`) passes every one.
 
 use crate::util::{bin, run_with_report, HttpWitness, Trial};
 use mcp_gauntlet::case::Catalogue;
@@ -181,6 +182,14 @@ fn the_reference_gate_passes_every_series_case() {
                     .is_some_and(|m| m.contains("resident memory"))
         });
         assert!(observed, "the gate's process was read: {t:?}");
+        // What the steps let through was read from the witness, and said.
+        let counted = t.findings.iter().any(|f| {
+            f["check"] == "forwarded"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("reached the witness over"))
+        });
+        assert!(counted, "what reached the witness was judged: {t:?}");
     }
 }
 

@@ -99,11 +99,12 @@ pub fn stdio_witness_command(broken: &[&str]) -> String {
     cmd
 }
 
-/// One trial of a JSON report.
 /// The series families, left out of the broken-mode runs: tests/series.rs runs them against the
 /// witness's own process (their memory oracle needs it), each on the mode made for it; each
 /// sends thousands of requests.
 pub const SERIES_SKIPPED: [&str; 6] = ["--skip", "sessions/", "--skip", "state/", "--skip", "cpu/"];
+
+/// One trial of a JSON report.
 
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct Trial {

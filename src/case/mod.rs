@@ -648,6 +648,31 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
     validate_series(path, text, spec)
 }
 
+/// What a series' expectation may say: no one forwarded message (each step sends its own), and
+/// a CPU ratio only to a baseline it has.
+fn validate_series_expect(
+    path: &str,
+    spec: &CaseSpec,
+    series: &SeriesSpec,
+) -> Result<(), CaseError> {
+    if spec.expect.forwarded_json.is_some() {
+        return Err(invalid(
+            path,
+            "`forwarded_json` names one message; a series sends a new one each step (use `forwarded`)",
+        ));
+    }
+    let ratio = spec.expect.series.as_ref().and_then(|e| e.cpu_ratio);
+    if ratio.is_some() != series.baseline.is_some()
+        || ratio.is_some_and(|r| !(2..=1000).contains(&r))
+    {
+        return Err(invalid(
+            path,
+            "`expect.series.cpu_ratio` (2..=1000) and `series.baseline` go together: the ratio is to the baseline's CPU",
+        ));
+    }
+    Ok(())
+}
+
 /// A series: over HTTP (each step a request of its own), within its bounds, its per-step
 /// placeholders only where steps are.
 fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseError> {
@@ -691,7 +716,13 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
             "a series needs `\"transports\": [\"http\"]` (each step is a request of its own)",
         ));
     }
-    if spec.request.raw_http.is_some() || spec.clients.is_some() {
+    if spec.request.raw_http.is_some()
+        || spec.clients.is_some()
+        || series
+            .baseline
+            .as_ref()
+            .is_some_and(|b| b.raw_http.is_some())
+    {
         return Err(invalid(
             path,
             "a series sends a request the runner builds, from one client",
@@ -703,15 +734,7 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
             "`{{template_prefix}}` is learned from the server: it needs `\"discover\": \"resource-template\"`",
         ));
     }
-    let ratio = spec.expect.series.as_ref().and_then(|e| e.cpu_ratio);
-    if ratio.is_some() != series.baseline.is_some()
-        || ratio.is_some_and(|r| !(2..=1000).contains(&r))
-    {
-        return Err(invalid(
-            path,
-            "`expect.series.cpu_ratio` (2..=1000) and `series.baseline` go together: the ratio is to the baseline's CPU",
-        ));
-    }
+    validate_series_expect(path, spec, series)?;
     if series
         .cap
         .as_ref()

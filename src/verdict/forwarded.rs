@@ -2,7 +2,7 @@
 //! server's own requests reaching the client.
 
 use super::{show_bytes, Check, Context, Judge, Status};
-use crate::case::{Case, Expect, Outcome, Profile};
+use crate::case::{Case, Expect, Forwarding, Outcome, Profile};
 use crate::record::Event;
 use crate::transport::Observation;
 use serde_json::Value;
@@ -24,7 +24,7 @@ impl Judge<'_> {
             .flatten();
         if let (Profile::Gate, Some(events)) = (ctx.profile, &self.obs.witness) {
             let resolved = self.resolved_ambiguity(events);
-            let problems = forwarding_problems(
+            let (problems, reached) = forwarding_problems(
                 self.case,
                 self.obs,
                 &self.expect,
@@ -33,6 +33,16 @@ impl Judge<'_> {
                 ctx,
                 resolved,
             );
+            if let Some(seen) = &self.obs.series {
+                self.add(
+                    Check::Forwarded,
+                    Status::Pass,
+                    format!(
+                        "{reached} of the client's messages reached the witness over {} steps",
+                        seen.sent
+                    ),
+                );
+            }
             for (status, problem) in problems {
                 self.add(Check::Forwarded, status, problem);
             }
@@ -133,7 +143,7 @@ fn forwarding_problems(
     events: &[Event],
     ctx: &Context,
     resolved: bool,
-) -> Vec<(Status, String)> {
+) -> (Vec<(Status, String)>, usize) {
     let mut out = Vec::new();
     type Forwarded<'a> = (&'a String, u64, &'a Vec<(String, String)>);
     let forwarded: Vec<Forwarded> = events
@@ -183,6 +193,8 @@ fn forwarding_problems(
         None => default_forwarded.or(expect.forwarded_json.as_ref().map(|_| true)),
     };
     let once = obs.series.as_ref().map_or(1, |s| s.sent as usize);
+    let either = matches!(expect.forwarded, Some(Forwarding::Either(_)));
+    let reached = forwarded.len();
     match want {
         Some(false) if !forwarded.is_empty() && resolved => out.push((
             Status::Warn,
@@ -199,16 +211,16 @@ fn forwarding_problems(
                     show_bytes(forwarded[0].0.as_bytes(), 160)
                 ),
             ));
-            return out;
+            return (out, reached);
         }
         Some(true) if forwarded.is_empty() => {
             out.push((
                 Status::Fail,
                 "expected the message to reach the witness; nothing arrived".into(),
             ));
-            return out;
+            return (out, reached);
         }
-        Some(true) if once == 1 && forwarded.len() > 1 => {
+        Some(true) | None if once == 1 && forwarded.len() > 1 && (want.is_some() || either) => {
             out.push((
                 Status::Fail,
                 format!(
@@ -228,6 +240,28 @@ fn forwarding_problems(
         }
         _ => {}
     }
+    if once > 1 {
+        // Through a gate that keeps the client's ids, the same bytes twice are one step's
+        // message forwarded twice (a gate that gives ids of its own is held to the total).
+        let mut times: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for (raw, _, _) in &forwarded {
+            *times.entry(raw.as_str()).or_default() += 1;
+        }
+        if let Some((raw, n)) = times
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .max_by_key(|(_, n)| *n)
+        {
+            out.push((
+                Status::Fail,
+                format!(
+                    "one step's message reached the witness {n} times: {}",
+                    show_bytes(raw.as_bytes(), 160)
+                ),
+            ));
+        }
+    }
+    let before = out.len();
     for (raw, raw_len, headers) in &forwarded {
         // Secrets never travel downstream, in headers or in the body.
         for s in ctx.secrets.iter().filter(|s| s.len() >= 4) {
@@ -290,7 +324,32 @@ fn forwarding_problems(
             )),
         }
     }
-    out
+    if once > 1 {
+        collapse(&mut out, before);
+    }
+    (out, reached)
+}
+
+/// A series' per-message problems past `from`, one of each kind (a gate that re-encodes does
+/// so for every step): the first, and how many more there were like it.
+fn collapse(out: &mut Vec<(Status, String)>, from: usize) {
+    let mut kept: Vec<((Status, String), usize)> = Vec::new();
+    for (status, message) in out.drain(from..) {
+        let kind: String = message.chars().take(24).collect();
+        match kept
+            .iter_mut()
+            .find(|((s, m), _)| *s == status && m.starts_with(&kind))
+        {
+            Some((_, more)) => *more += 1,
+            None => kept.push(((status, message), 0)),
+        }
+    }
+    for ((status, message), more) in kept {
+        out.push(match more {
+            0 => (status, message),
+            n => (status, format!("{message} (and {n} more messages like it)")),
+        });
+    }
 }
 
 /// The finding for forwarded bytes that are JSON but not compact canonical JSON. Canonical bytes

@@ -1339,19 +1339,23 @@ mod tests {
                 "expect": {{"outcome": "reject"{forwarded}}}}}"#
             ))
         };
-        let message = |seq: u64| {
+        // The steps' messages differ (their `{{fresh}}`); `seq` past `distinct` repeats the last.
+        let message = |seq: u64, distinct: u64| {
+            let raw = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{{"uri":"test://x/{}"}}}}"#,
+                seq.min(distinct - 1)
+            );
             crate::record::Event::Message {
-            seq,
-            transport: "http".into(),
-            raw: r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"test://x/a"}}"#
-                .into(),
-            raw_len: 80,
-            headers: Vec::new(),
-        }
+                seq,
+                transport: "http".into(),
+                raw_len: raw.len() as u64,
+                raw,
+                headers: Vec::new(),
+            }
         };
         let mut gate = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         gate.profile = Profile::Gate;
-        let judged = |c: &Case, forwarded: u64| {
+        let judged = |c: &Case, forwarded: u64, distinct: u64| {
             let mut obs = answered(
                 200,
                 vec![
@@ -1359,7 +1363,7 @@ mod tests {
                 ],
             );
             obs.request_method = Some("resources/read".into());
-            obs.witness = Some((0..forwarded).map(message).collect());
+            obs.witness = Some((0..forwarded).map(|n| message(n, distinct)).collect());
             obs.series = Some(Box::new(crate::transport::SeriesSeen {
                 count: 3,
                 sent: 3,
@@ -1368,13 +1372,22 @@ mod tests {
             checks(&judge(c, &obs, &gate), Status::Fail)
         };
         let either = body(r#", "forwarded": "either""#);
-        assert!(judged(&either, 0).is_empty());
-        assert!(judged(&either, 3).is_empty(), "once a step");
-        assert_eq!(judged(&either, 4), ["forwarded"], "more than once a step");
-        let refused = body("");
-        assert!(judged(&refused, 0).is_empty());
+        assert!(judged(&either, 0, 1).is_empty());
+        assert!(judged(&either, 3, 3).is_empty(), "once a step");
         assert_eq!(
-            judged(&refused, 1),
+            judged(&either, 4, 4),
+            ["forwarded"],
+            "more than once a step"
+        );
+        assert_eq!(
+            judged(&either, 2, 1),
+            ["forwarded"],
+            "one step's message twice, though fewer than the steps"
+        );
+        let refused = body("");
+        assert!(judged(&refused, 0, 1).is_empty());
+        assert_eq!(
+            judged(&refused, 1, 1),
             ["forwarded"],
             "a refusal forwards nothing"
         );
@@ -1416,7 +1429,15 @@ mod tests {
             checks(&v, Status::Warn)
         };
         assert!(judged(&[(200, 3)], 404).is_empty());
-        assert!(judged(&[(204, 2), (405, 1)], 404).is_empty());
+        assert!(
+            judged(&[(405, 3)], 200).is_empty(),
+            "every DELETE refused: not judged"
+        );
+        assert_eq!(
+            judged(&[(204, 2), (405, 1)], 404),
+            ["series"],
+            "some refused"
+        );
         assert_eq!(
             judged(&[(200, 3)], 200),
             ["series"],
@@ -1425,6 +1446,14 @@ mod tests {
         assert!(
             judged(&[(200, 3)], 400).is_empty(),
             "ended, refused with another status: headers/session-id-unknown judges that"
+        );
+        assert!(
+            judged(&[(200, 3)], 429).is_empty(),
+            "cannot tell: not held against it"
+        );
+        assert!(
+            judged(&[(200, 3)], 0).is_empty(),
+            "cannot tell: not held against it"
         );
         assert_eq!(
             judged(&[(200, 2), (500, 1)], 404),
@@ -1436,5 +1465,69 @@ mod tests {
             ["series"],
             "a DELETE unanswered"
         );
+    }
+
+    /// `cpu_ratio`: CPU a step against the baseline's, each side a clock tick in its favour
+    /// and the baseline at least 100 µs a step; a baseline refused where the case was answered
+    /// is not compared.
+    #[test]
+    fn cpu_is_judged_against_the_baseline() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-DOS-07"], "level": "should",
+            "transports": ["http"],
+            "series": {"count": 50, "baseline": {"body": {"json": {"jsonrpc": "2.0", "id": 1,
+                "method": "ping"}}}},
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}},
+            "expect": {"outcome": "accept", "series": {"cpu_ratio": 10}}}"#,
+        );
+        let judged = |case_ms: u64, base_ms: u64, base_answer: &str| {
+            let obs_answer = answered(200, vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})]);
+            let mut obs = obs_answer.clone();
+            let at = |cpu_ms| crate::transport::procfs::ProcSample {
+                cpu_ms,
+                ..Default::default()
+            };
+            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+                count: 50,
+                sent: 50,
+                watched: true,
+                before: Some(at(1000)),
+                after: Some(at(1000 + case_ms)),
+                kinds: vec![crate::transport::StepKind {
+                    key: "HTTP 200, result, answered".into(),
+                    step: 0,
+                    count: 50,
+                    capped: false,
+                    observation: Box::new(obs_answer),
+                }],
+                baseline: Some(crate::transport::BaselineSeen {
+                    sent: 50,
+                    cpu_ms: Some(base_ms),
+                    answer: base_answer.into(),
+                    ..Default::default()
+                }),
+                ..crate::transport::SeriesSeen::default()
+            }));
+            let v = judge(
+                &c,
+                &obs,
+                &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+            );
+            checks(&v, Status::Warn)
+        };
+        let ok = "HTTP 200, result, answered";
+        // 50 steps: a baseline of 0 ms counts as 200 µs a step (its tick), so up to 2,000 µs a
+        // step (100 ms, and a tick more) passes.
+        assert!(judged(100, 0, ok).is_empty());
+        assert!(
+            judged(110, 0, ok).is_empty(),
+            "one tick in the case's favour"
+        );
+        assert_eq!(judged(130, 0, ok), ["cpu"]);
+        // A baseline of 100 ms is 2,200 µs a step counted: 22,000 µs a step is the bound.
+        assert!(judged(1100, 100, ok).is_empty());
+        assert_eq!(judged(1500, 100, ok), ["cpu"]);
+        // A plain request refused cheaply is no yardstick.
+        assert!(judged(1500, 0, "HTTP 413, no message, answered").is_empty());
     }
 }

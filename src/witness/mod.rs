@@ -261,7 +261,7 @@ pub struct Witness {
     pub config: WitnessConfig,
     pub recorder: Recorder,
     sessions: Mutex<Sessions>,
-    /// What the `leak-refused` and `cache-names` modes keep: never let go.
+    /// What the broken modes that accumulate keep: never let go.
     kept: Mutex<Kept>,
     /// HTTP with `auth`: the token subject that opened each session.
     owners: Mutex<HashMap<String, String>>,

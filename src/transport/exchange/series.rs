@@ -39,6 +39,15 @@ struct Steps {
     deletes: Mutex<std::collections::BTreeMap<u16, u32>>,
 }
 
+impl Steps {
+    /// The kinds of answer the steps got, the earliest step's first.
+    fn kinds_in_order(&self) -> Vec<StepKind> {
+        let mut kinds = std::mem::take(&mut *crate::sync::lock(&self.kinds));
+        kinds.sort_by_key(|k| k.step);
+        kinds
+    }
+}
+
 /// Run `case`'s series over `url`, in named steps: `prepare` (the session and what `discover`
 /// learns), `drive` (the steps, the sampler and the pinger), `after` (the sessions the steps
 /// opened: asked again, closed), then the alive probe.
@@ -50,17 +59,24 @@ pub(super) async fn run_series(
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
-    let shared = match prepare(case, series, url, settings).await {
-        Ok(shared) => Arc::new(shared),
+    let mut shared = match prepare(case, series, url, settings).await {
+        Ok(shared) => shared,
         Err(obs) => return *obs,
     };
     let pid = watch.and_then(Watch::now);
-    // Behind a gate: what reached its downstream while the steps ran (the series runs alone on
-    // its lane, so that is the steps', and the runner's own pings, left out).
     let baseline = match &series.baseline {
-        Some(plain) => Some(run_baseline(&shared, plain, pid).await),
+        Some(plain) => {
+            let seen = run_baseline(&shared, plain, pid).await;
+            // The case's own steps get their own clock and budget.
+            shared.started = Instant::now();
+            shared.budget_end = budget_end(series, settings);
+            Some(seen)
+        }
         None => None,
     };
+    let shared = Arc::new(shared);
+    // Behind a gate: what reached its downstream while the steps ran (the series runs alone on
+    // its lane, so that is the steps', less the runner's own pings).
     let mark = witness.map(WitnessView::mark);
     let (mut seen, steps) = drive(&shared, pid).await;
     seen.baseline = baseline;
@@ -69,8 +85,7 @@ pub(super) async fn run_series(
     let sessions = std::mem::take(&mut *crate::sync::lock(&steps.sessions));
     seen.deletes = std::mem::take(&mut *crate::sync::lock(&steps.deletes));
     after(&mut seen, &sessions, series, url, settings, pid).await;
-    let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
-    kinds.sort_by_key(|k| k.step);
+    let kinds = steps.kinds_in_order();
     let mut obs = match kinds.first() {
         Some(k) => (*k.observation).clone(),
         None => {
@@ -80,8 +95,9 @@ pub(super) async fn run_series(
         }
     };
     seen.kinds = kinds;
-    obs.witness =
-        forwarded.map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings));
+    let pinged = seen.pings.len() + seen.ping_failures.len() + seen.ping_refusals.len();
+    obs.witness = forwarded
+        .map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings, pinged));
     if check_alive && obs.setup_error.is_none() {
         alive_probe(&mut obs, case, url, settings).await;
     }
@@ -139,16 +155,19 @@ async fn prepare(
         learned,
         tag: fresh_tag(),
         started: Instant::now(),
-        budget_end: {
-            let own = Instant::now()
-                + series
-                    .budget_ms
-                    .map_or(SERIES_BUDGET, Duration::from_millis);
-            settings
-                .run_deadline
-                .map_or(own, |end| own.min(Instant::from_std(end)))
-        },
+        budget_end: budget_end(series, settings),
     })
+}
+
+/// When a series starting now must end: its own budget, or the run's deadline if sooner.
+fn budget_end(series: &SeriesSpec, settings: &Settings) -> Instant {
+    let own = Instant::now()
+        + series
+            .budget_ms
+            .map_or(SERIES_BUDGET, Duration::from_millis);
+    settings
+        .run_deadline
+        .map_or(own, |end| own.min(Instant::from_std(end)))
 }
 
 /// Send the steps on `series.connections` connections while the process (`pid`) is sampled and
@@ -254,11 +273,10 @@ async fn run_baseline(
         learned: shared.learned.clone(),
         tag: fresh_tag(),
         started: Instant::now(),
-        budget_end: shared.budget_end,
+        budget_end: budget_end(&shared.series, &shared.settings),
     });
     let (seen, steps) = drive(&own, pid).await;
-    let mut kinds = std::mem::take(&mut *crate::sync::lock(&steps.kinds));
-    kinds.sort_by_key(|k| k.step);
+    let kinds = steps.kinds_in_order();
     let first = kinds.first();
     crate::transport::BaselineSeen {
         sent: seen.sent,
@@ -288,29 +306,39 @@ async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Settings) -> Opti
     })
 }
 
-/// What reached a gate's downstream during the steps, less the runner's own pings (its
-/// liveness method, on the pinger's session and after the steps; a gate may give them ids of
-/// its own) unless the steps send that method too.
+/// What reached a gate's downstream during the steps, less the runner's own `pinged` pings
+/// (its liveness method, on the pinger's session): by their id where the gate kept it, else,
+/// when the steps send that method too, as many of that method as the pinger sent.
 fn steps_forwarded(
     events: Vec<Event>,
     steps_method: Option<&str>,
     settings: &Settings,
+    pinged: usize,
 ) -> Vec<Event> {
     let own = liveness_method(settings);
-    let steps_send_it = steps_method == Some(own);
-    events
-        .into_iter()
-        .filter(|e| match e {
-            Event::Message { raw, .. } if !steps_send_it => {
-                serde_json::from_str::<Value>(raw)
-                    .ok()
-                    .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string))
-                    .as_deref()
-                    != Some(own)
-            }
-            _ => true,
-        })
-        .collect()
+    let is_own = |e: &Event, by_id: bool| match e {
+        Event::Message { raw, .. } => serde_json::from_str::<Value>(raw).is_ok_and(|v| {
+            v.get("method").and_then(Value::as_str) == Some(own)
+                && (!by_id || v.get("id") == Some(&Value::from(PROBE_ID)))
+        }),
+        Event::Tool { .. } => false,
+    };
+    if steps_method != Some(own) {
+        return events.into_iter().filter(|e| !is_own(e, false)).collect();
+    }
+    let mut left = pinged;
+    let mut drop_own = |events: Vec<Event>, by_id: bool| -> Vec<Event> {
+        events
+            .into_iter()
+            .filter(|e| {
+                let ours = left > 0 && is_own(e, by_id);
+                left -= usize::from(ours);
+                !ours
+            })
+            .collect()
+    };
+    let events = drop_own(events, true);
+    drop_own(events, false)
 }
 
 /// The literal start of the server's first resource template (up to its first variable), one
