@@ -315,14 +315,7 @@ fn total_deadline_bounds_the_run() {
 /// reference gate, and a credential the client sends never reaches the witness.
 #[test]
 fn gate_target_with_client_credentials() {
-    let config = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/gate/witness-policy.json"
-    );
-    let gate = format!(
-        "{} reference-gate --config {config} --listen 127.0.0.1:{{port}} --downstream {{downstream_url}}",
-        shell_words::quote(&bin().to_string_lossy())
-    );
+    let gate = crate::util::reference_gate_command();
     let (code, report) = run_with_report(
         &[
             "--gate",

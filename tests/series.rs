@@ -162,14 +162,7 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
 /// witness: the refusals forwarded nothing, the reads at most once a step.
 #[test]
 fn the_reference_gate_passes_every_series_case() {
-    let config = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/gate/witness-policy.json"
-    );
-    let gate = format!(
-        "{} reference-gate --config {config} --listen 127.0.0.1:{{port}} --downstream {{downstream_url}}",
-        shell_words::quote(&bin().to_string_lossy())
-    );
+    let gate = crate::util::reference_gate_command();
     let trials = series_trials(&["--gate", &gate, "--gate-codes", "reference"]);
     assert_eq!(trials.len(), PROVEN_BY.len(), "{trials:?}");
     for t in &trials {

@@ -297,7 +297,8 @@ fn the_gate_serves_tls_and_forwards_to_an_https_downstream_it_trusts() {
         &SPEC,
     ]
     .concat();
-    let (code, failures) = failing(&args);
+    // The series through a gate are tests/series.rs's (each sends thousands of requests).
+    let (code, failures) = failing_of(&args, &crate::util::SERIES_SKIPPED);
     assert_eq!((code, failures), (0, Vec::<String>::new()));
 }
 

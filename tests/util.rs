@@ -28,6 +28,19 @@ pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("mcp-gauntlet")
 }
 
+/// The reference gate as `run --gate` starts it: the witness policy, in front of the runner's
+/// witness (`{downstream_url}`), on `{port}`.
+pub fn reference_gate_command() -> String {
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/gate/witness-policy.json"
+    );
+    format!(
+        "{} reference-gate --config {config} --listen 127.0.0.1:{{port}} --downstream {{downstream_url}}",
+        shell_words::quote(&bin().to_string_lossy())
+    )
+}
+
 /// A witness served over HTTP by a child process, killed on drop.
 pub struct HttpWitness {
     child: Child,
