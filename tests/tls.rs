@@ -58,11 +58,6 @@ fn https_witness(pki: &TestPki, extra: &[&str]) -> HttpWitness {
     w
 }
 
-/// Trials that did not pass, as `id verdict`.
-fn failing(args: &[&str]) -> (i32, Vec<String>) {
-    failing_of(args, &[])
-}
-
 /// Trials that did not pass among those `libtest` selects, as `id verdict`.
 fn failing_of(args: &[&str], libtest: &[&str]) -> (i32, Vec<String>) {
     let (code, report) = run_with_report(args, libtest);
