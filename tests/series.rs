@@ -142,7 +142,17 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
             {
                 Some((id, _, check)) => {
                     assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
-                    assert_eq!(checks_not_passed(t), [*check], "{id} on {mode}: {t:?}");
+                    // A mode that burns CPU may also hold up the other connection's ping (on a
+                    // loaded machine its threads are all busy): the same bug, seen by another
+                    // client. Nothing else may fail.
+                    let found = checks_not_passed(t);
+                    assert!(found.contains(&check.to_string()), "{id} on {mode}: {t:?}");
+                    assert!(
+                        found
+                            .iter()
+                            .all(|c| c == check || (*check == "cpu" && c == "latency")),
+                        "{id} on {mode}: {t:?}"
+                    );
                 }
                 // Only the cases made for it: a mode that fails every series proves nothing.
                 None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
