@@ -87,6 +87,14 @@ fn series_trials(args: &[&str]) -> Vec<Trial> {
         .collect()
 }
 
+/// The messages of `t`'s findings by `check`.
+fn said<'t>(t: &'t Trial, check: &'t str) -> impl Iterator<Item = &'t str> + 't {
+    t.findings
+        .iter()
+        .filter(move |f| f["check"] == check)
+        .filter_map(|f| f["message"].as_str())
+}
+
 fn checks_not_passed(t: &Trial) -> Vec<String> {
     t.findings
         .iter()
@@ -119,12 +127,7 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
     for t in &good {
         assert_eq!(t.verdict, "pass", "{t:?}");
         // Each measurement is said, observed: the process was read.
-        let summary = t
-            .findings
-            .iter()
-            .find(|f| f["check"] == "series")
-            .and_then(|f| f["message"].as_str())
-            .unwrap_or_default();
+        let summary = said(t, "series").next().unwrap_or_default();
         assert!(
             summary.contains("resident memory") && summary.contains("CPU"),
             "{t:?}"
@@ -178,20 +181,10 @@ fn the_reference_gate_passes_every_series_case() {
     for t in &trials {
         assert_eq!(t.transport, "http", "{t:?}");
         assert_eq!(t.verdict, "pass", "{t:?}");
-        let observed = t.findings.iter().any(|f| {
-            f["check"] == "series"
-                && f["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("resident memory"))
-        });
+        let observed = said(t, "series").any(|m| m.contains("resident memory"));
         assert!(observed, "the gate's process was read: {t:?}");
         // What the steps let through was read from the witness, and said.
-        let counted = t.findings.iter().any(|f| {
-            f["check"] == "forwarded"
-                && f["message"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("reached the witness over"))
-        });
+        let counted = said(t, "forwarded").any(|m| m.contains("reached the witness over"));
         assert!(counted, "what reached the witness was judged: {t:?}");
     }
 }
@@ -206,23 +199,15 @@ fn without_the_process_memory_is_said_not_observed() {
     assert_eq!(trials.len(), PROVEN_BY.len(), "{trials:?}");
     for t in trials.iter().filter(|t| !t.id.starts_with("cpu/")) {
         assert_eq!(t.verdict, "pass", "{t:?}");
-        let said = t.findings.iter().any(|f| {
-            f["check"] == "memory"
-                && f["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("memory not observed"))
-        });
-        assert!(said, "{t:?}");
+        let unseen = said(t, "memory").any(|m| m.starts_with("memory not observed"));
+        assert!(unseen, "{t:?}");
     }
     let cpu = trials
         .iter()
         .find(|t| t.id.starts_with("cpu/"))
         .expect("the cpu case ran");
     assert!(
-        cpu.findings.iter().any(|f| f["check"] == "cpu"
-            && f["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("CPU not observed"))),
+        said(cpu, "cpu").any(|m| m.starts_with("CPU not observed")),
         "{cpu:?}"
     );
 }
