@@ -133,6 +133,14 @@ const NOT_SNAPSHOTTED: &[(&str, &str)] = &[
         "backtracking-matcher",
         "a series mode: tests/series.rs proves cpu/uri-template-with-many-separators fails on it",
     ),
+    (
+        "one-at-a-time",
+        "a series mode: tests/series.rs proves the connections/ cases that trickle fail on it",
+    ),
+    (
+        "keep-closed-connections",
+        "a series mode: tests/series.rs proves connections/idle-keep-alive-connections-hold-no-one-up fails on it",
+    ),
 ];
 
 /// Every broken mode the witness has is snapshotted here or has a written reason not to be,

@@ -461,3 +461,48 @@ fn committed_peer_baselines_parse_and_name_real_cases_with_reasons() {
     }
     assert!(seen >= 6, "only {seen} peer baselines");
 }
+
+/// A `series.hold` is a few hundred connections held a while, the request the steps' own: what
+/// only a stepped series has beside it, or bounds past its own, are refused.
+#[test]
+fn held_connections_within_their_bounds_only() {
+    let held = |series: &str| {
+        format!(
+            r#"{{"title": "t", "requirements": ["MCP-DOS-08"], "transports": ["http"],
+            "series": {series},
+            "request": {{"body": {{"json": {{"jsonrpc": "2.0", "id": "h-{{{{step}}}}", "method": "{{{{liveness_method}}}}"}}}}}},
+            "expect": {{"outcome": "accept", "series": {{"fds_growth": 16}}}}}}"#
+        )
+    };
+    let good = held(r#"{"count": 256, "hold": {"trickle": "headers", "for_ms": 4000}}"#);
+    let case = parse_case("x.json", &good).expect("a held series parses");
+    let hold = case.series.and_then(|s| s.hold).expect("its hold");
+    assert_eq!(
+        (hold.trickle, hold.every_ms),
+        (mcp_gauntlet::case::Trickle::Headers, 250)
+    );
+    for bad in [
+        r#"{"count": 1001, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+        r#"{"count": 10, "hold": {"trickle": "idle", "for_ms": 60001}}"#,
+        r#"{"count": 10, "hold": {"trickle": "body", "every_ms": 5, "for_ms": 4000}}"#,
+        r#"{"count": 10, "warmup": 2, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+        r#"{"count": 10, "connections": 4, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+        r#"{"count": 10, "close_each": true, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+        r#"{"count": 10, "cap": [503], "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+    ] {
+        assert!(
+            matches!(
+                parse_case("x.json", &held(bad)),
+                Err(CaseError::Invalid { .. })
+            ),
+            "{bad} should be refused"
+        );
+    }
+    assert!(matches!(
+        parse_case(
+            "x.json",
+            &held(r#"{"count": 10, "hold": {"trickle": "slow", "for_ms": 1}}"#)
+        ),
+        Err(CaseError::Syntax { .. }) | Err(CaseError::Invalid { .. })
+    ));
+}

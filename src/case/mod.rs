@@ -10,9 +10,9 @@ pub use body::Body;
 // The case format, as the case files write it (the schema is generated from these types).
 pub use model::{
     AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
-    Discover, EitherWord, Expect, Forwarding, IdRule, Level, MappingNeed, NestSpec, OneOrMany,
-    Outcome, Profile, RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode,
-    StatusPattern, TransportKind, VersionRange,
+    Discover, EitherWord, Expect, Forwarding, HoldSpec, IdRule, Level, MappingNeed, NestSpec,
+    OneOrMany, Outcome, Profile, RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode,
+    StatusPattern, TransportKind, Trickle, VersionRange,
 };
 
 use crate::versions::Version;
@@ -55,6 +55,7 @@ pub(crate) const PLACEHOLDERS: &[&str] = &[
     "step",
     "fresh",
     "template_prefix",
+    "liveness_method",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -735,12 +736,45 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
         ));
     }
     validate_series_expect(path, spec, series)?;
+    if let Some(hold) = &series.hold {
+        validate_hold(path, series, hold)?;
+    }
     if series
         .cap
         .as_ref()
         .is_some_and(|c| c.as_slice().iter().any(|s| !s.is_valid()))
     {
         return Err(invalid(path, "`series.cap` holds an invalid HTTP status"));
+    }
+    Ok(())
+}
+
+/// Held connections (`series.hold`): at most 1000 of them, held 0.1 to 60 s, a byte every 10
+/// ms to 10 s; the request is the steps' own, so what only a stepped series has (a cap, a
+/// warm-up, sessions closed, a baseline, discovery, a rate) is not for them.
+fn validate_hold(path: &str, series: &SeriesSpec, hold: &HoldSpec) -> Result<(), CaseError> {
+    if series.count > 1000
+        || !(100..=60_000).contains(&hold.for_ms)
+        || !(10..=10_000).contains(&hold.every_ms)
+    {
+        return Err(invalid(
+            path,
+            "`series.hold` holds at most 1000 connections (`count`), for 100..=60000 ms, a byte every 10..=10000 ms",
+        ));
+    }
+    if series.warmup > 0
+        || series.cap.is_some()
+        || series.close_sessions
+        || series.close_each
+        || series.discover.is_some()
+        || series.baseline.is_some()
+        || series.rate.is_some()
+        || series.connections != 1
+    {
+        return Err(invalid(
+            path,
+            "`series.hold` takes only `count` (the connections held) and `budget_ms` beside it",
+        ));
     }
     Ok(())
 }

@@ -158,6 +158,44 @@ pub struct SeriesSpec {
     /// a plain request (`expect.series.cpu_ratio`), not against a clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<RequestSpec>>,
+    /// Instead of sending the request `count` times, hold `count` connections open the slow way
+    /// (the `connections/` family): each sends the request, or part of it, as `hold.trickle`
+    /// says, and is held for `hold.for_ms` while another connection pings; then the request is
+    /// sent whole on a fresh connection (that answer is the one judged), the held connections
+    /// are closed, and the process is read again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldSpec>,
+}
+
+/// How the connections of a `series.hold` are held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HoldSpec {
+    pub trickle: Trickle,
+    /// A byte every this many milliseconds (`headers`, `body`; 10 to 10000, default 250).
+    #[serde(default = "trickle_every")]
+    #[schemars(range(min = 10, max = 10000))]
+    pub every_ms: u64,
+    /// How long the connections are held, in milliseconds (100 to 60000).
+    #[schemars(range(min = 100, max = 60000))]
+    pub for_ms: u64,
+}
+
+/// What a held connection sends (`series.hold.trickle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trickle {
+    /// The request line and headers, then a header line that never ends, a byte at a time:
+    /// the head is never finished (a slowloris client).
+    Headers,
+    /// The whole head, then the body a byte at a time, its last byte never sent.
+    Body,
+    /// The whole request, its answer read, then nothing: an idle keep-alive connection.
+    Idle,
+}
+
+fn trickle_every() -> u64 {
+    250
 }
 
 /// What a series learns from the server before its first step (`series.discover`).

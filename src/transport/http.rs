@@ -95,7 +95,7 @@ impl HttpUrl {
         format!("{}:{}", self.host, self.port)
     }
 
-    fn connect_addr(&self) -> String {
+    pub(crate) fn connect_addr(&self) -> String {
         format!(
             "{}:{}",
             self.host.trim_start_matches('[').trim_end_matches(']'),
@@ -220,6 +220,19 @@ pub async fn exchange(
     exchange_on(stream, wire, deadline, sse).await
 }
 
+/// A request's head on the wire: its request line and `headers` in order, then the blank line.
+pub(crate) fn head_bytes(method: &str, path: &str, headers: &[(String, String)]) -> Vec<u8> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    for (k, v) in headers {
+        head.extend_from_slice(k.as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
 /// Connect and finish a TLS handshake with an `https` target, sending nothing else: whether its
 /// certificate is trusted. Plain `http` targets are not contacted.
 pub(crate) async fn tls_handshake(url: &HttpUrl, deadline: Instant) -> Result<(), TransportError> {
@@ -270,15 +283,9 @@ where
                     body,
                     chunked,
                 } => {
-                    let mut head = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
-                    for (k, v) in &headers {
-                        head.extend_from_slice(k.as_bytes());
-                        head.extend_from_slice(b": ");
-                        head.extend_from_slice(v.as_bytes());
-                        head.extend_from_slice(b"\r\n");
-                    }
-                    head.extend_from_slice(b"\r\n");
-                    writer.write_all(&head).await?;
+                    writer
+                        .write_all(&head_bytes(&method, &path, &headers))
+                        .await?;
                     for chunk in body.chunks() {
                         let n = chunk.len() as u64;
                         if chunked {

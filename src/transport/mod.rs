@@ -206,7 +206,27 @@ pub struct SeriesSeen {
     pub deletes: std::collections::BTreeMap<u16, u32>,
     /// `series.baseline`: the plain request's own series, sent first.
     pub baseline: Option<BaselineSeen>,
+    /// `series.hold`: what became of the held connections.
+    pub held: Option<HeldSeen>,
     pub elapsed: Duration,
+}
+
+/// What became of a series' held connections (`series.hold`).
+#[derive(Debug, Clone, Default)]
+pub struct HeldSeen {
+    pub trickle: Option<crate::case::Trickle>,
+    pub every_ms: u64,
+    pub for_ms: u64,
+    /// Connections that could not be opened, were still open when the runner let them go, or
+    /// that the server closed (the earliest this long after the hold began).
+    pub not_opened: u32,
+    pub held_to_the_end: u32,
+    pub closed_by_server: u32,
+    pub first_closed_after: Option<Duration>,
+    /// The statuses the server answered held connections with, counted.
+    pub answers: std::collections::BTreeMap<u16, u32>,
+    /// The process with every connection still held.
+    pub held_sample: Option<crate::transport::procfs::ProcSample>,
 }
 
 /// What a series' baseline (a plain request of about the same size) cost the same process.

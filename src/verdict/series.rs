@@ -28,6 +28,9 @@ impl Judge<'_> {
         let warmup = self.case.spec.series.as_ref().map_or(0, |s| s.warmup);
         let close_each = self.case.spec.series.as_ref().is_some_and(|s| s.close_each);
         self.add(Check::Series, Status::Pass, summary(seen));
+        if let Some(held) = &seen.held {
+            self.add(Check::Series, Status::Pass, held_summary(held, seen.before));
+        }
         if close_each {
             self.deletes(seen);
         }
@@ -269,12 +272,27 @@ impl Judge<'_> {
     }
 
     fn descriptors(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        if bounds.fds_growth.is_some() && !seen.watched {
+            self.add(
+                Check::Resources,
+                Status::Pass,
+                "descriptors not observed: the target's process is not known (run it with --serve, or give --pid)".into(),
+            );
+            return;
+        }
         let (Some(max), Some(before), Some(after)) = (bounds.fds_growth, seen.before, seen.after)
         else {
             return;
         };
         let grew = after.fds.saturating_sub(before.fds);
-        if grew > max {
+        if let (Some(held), true) = (&seen.held, grew > max) {
+            let closed = held.held_to_the_end + held.closed_by_server;
+            self.add(
+                Check::Resources,
+                self.level_status,
+                format!("{closed} held connections were closed, yet the server holds {grew} more open descriptors than before them ({} -> {}, read after it had a moment to let go); at most {max} more expected: what a closed connection held is not let go", before.fds, after.fds),
+            );
+        } else if grew > max {
             self.add(
                 Check::Resources,
                 self.level_status,
@@ -339,6 +357,51 @@ fn closed_note(seen: &SeriesSeen) -> String {
     }
 }
 
+/// What became of the held connections, in one line: how they were held, how many the
+/// server closed or answered, and what holding them cost the process.
+fn held_summary(held: &crate::transport::HeldSeen, before: Option<ProcSample>) -> String {
+    use crate::case::Trickle;
+    let how = match held.trickle {
+        Some(Trickle::Headers) => format!("its head trickled, a byte every {} ms", held.every_ms),
+        Some(Trickle::Body) => format!("its body trickled, a byte every {} ms", held.every_ms),
+        Some(Trickle::Idle) | None => "the whole request, then idle".to_string(),
+    };
+    let opened = held.held_to_the_end + held.closed_by_server;
+    let mut said = format!(
+        "held {opened} connections for {:.1} s ({how}): {} still open when let go, {} closed by the server",
+        held.for_ms as f64 / 1000.0,
+        held.held_to_the_end,
+        held.closed_by_server
+    );
+    if let Some(after) = held.first_closed_after {
+        said.push_str(&format!(
+            " (the first {:.1} s into the hold)",
+            after.as_secs_f64()
+        ));
+    }
+    if held.not_opened > 0 {
+        said.push_str(&format!(", {} could not be opened", held.not_opened));
+    }
+    if !held.answers.is_empty() {
+        let answers: Vec<String> = held
+            .answers
+            .iter()
+            .map(|(status, n)| format!("HTTP {status} x{n}"))
+            .collect();
+        said.push_str(&format!("; answered: {}", answers.join(", ")));
+    }
+    if let (Some(b), Some(h)) = (before, held.held_sample) {
+        let per = (h.rss_kib as f64 - b.rss_kib as f64) * KIB / f64::from(opened.max(1));
+        said.push_str(&format!(
+            "; while held: descriptors {} -> {}, resident memory {:+.1} KiB a connection",
+            b.fds,
+            h.fds,
+            per / KIB
+        ));
+    }
+    said
+}
+
 /// The series in one line: steps, kinds of answer, and each measurement or why it is missing.
 fn summary(seen: &SeriesSeen) -> String {
     let kinds: Vec<String> = seen
@@ -363,6 +426,15 @@ fn summary(seen: &SeriesSeen) -> String {
         }
         None => "no ping on another connection was answered with a result".to_string(),
     };
+    if seen.held.is_some() {
+        return format!(
+            "held connections: {} of {} opened, held {:.1} s; the request sent whole at the end: {}; {process}; {ping}",
+            seen.sent,
+            seen.count,
+            seen.elapsed.as_secs_f64(),
+            kinds.join(", ")
+        );
+    }
     format!(
         "series: {} of {} steps in {:.1} s ({}); {process}; {ping}",
         seen.sent,

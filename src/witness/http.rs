@@ -68,8 +68,15 @@ async fn serve_with(
             continue;
         };
         let witness = witness.clone();
+        if witness.config.is(Broken::KeepClosedConnections) {
+            witness.keep_connection(&stream);
+        }
         let Some(acceptor) = tls.clone() else {
-            tokio::spawn(serve_connection(stream, witness, local));
+            if witness.config.is(Broken::OneAtATime) {
+                serve_connection(stream, witness, local).await;
+            } else {
+                tokio::spawn(serve_connection(stream, witness, local));
+            }
             continue;
         };
         tokio::spawn(async move {

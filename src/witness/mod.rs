@@ -129,6 +129,16 @@ pub enum Broken {
     /// thousands of escapes, digits or members costs time quadratic in its size, where plain
     /// text of the same size costs nothing.
     QuadraticReader,
+    /// HTTP: serves one connection at a time, accepting the next only when the one before has
+    /// closed (a server with a single worker, as a blocking HTTP server without threads is; or
+    /// a server with a pool of workers once as many clients as it has workers are slow): one
+    /// client that is slow to send its request, or keeps its connection open, shuts every
+    /// other out.
+    OneAtATime,
+    /// HTTP: keeps a descriptor of every connection it accepts, open after the connection has
+    /// ended (a socket never closed when its client went away): descriptors grow with every
+    /// connection until the process can open no more.
+    KeepClosedConnections,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -301,6 +311,8 @@ struct Kept {
     names: HashMap<String, Vec<u8>>,
     deleted: Vec<Vec<u8>>,
     notified: HashMap<String, Vec<u8>>,
+    /// `keep-closed-connections`: a descriptor of every connection accepted.
+    connections: Vec<std::os::fd::OwnedFd>,
 }
 
 /// The state a broken mode keeps per request or name: 64 KiB (what the advisories measured on
@@ -352,6 +364,13 @@ fn rescanned(body: &[u8]) -> usize {
 const PARTNER_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl Witness {
+    /// `keep-closed-connections`: keep a copy of `socket`'s descriptor, never closed.
+    pub(crate) fn keep_connection(&self, socket: &impl std::os::fd::AsFd) {
+        if let Ok(fd) = socket.as_fd().try_clone_to_owned() {
+            crate::sync::lock(&self.kept).connections.push(fd);
+        }
+    }
+
     pub fn new(config: WitnessConfig, recorder: Recorder) -> Witness {
         Witness {
             config,

@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 mod clients;
+mod held;
 mod http_request;
 mod over_http;
 mod over_stdio;
@@ -111,6 +112,7 @@ pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
     }
     p.set("allowed_arg", settings.allowed_arg.clone())
         .set("protocol_version", settings.spec_version.to_string())
+        .set("liveness_method", liveness_method(settings))
         .set("session_id", "")
         .set("meta", meta_placeholder(settings).to_string())
         .set(
@@ -177,9 +179,16 @@ pub async fn run_case(
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
     let mut obs = match endpoint {
         Endpoint::Http(url) => match &case.spec.series {
-            Some(series) => {
-                series::run_series(case, series, url, settings, (witness, watch), check_alive).await
-            }
+            Some(series) => match &series.hold {
+                Some(hold) => {
+                    let spec = (series, hold);
+                    held::run_held(case, spec, url, settings, (witness, watch), check_alive).await
+                }
+                None => {
+                    let seen = (witness, watch);
+                    series::run_series(case, series, url, settings, seen, check_alive).await
+                }
+            },
             None => run_http(case, url, settings, witness, check_alive).await,
         },
         Endpoint::Stdio {

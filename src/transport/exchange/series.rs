@@ -28,10 +28,10 @@ const KINDS_KEPT: usize = 8;
 const SESSIONS_KEPT: usize = 20_000;
 
 /// What the steps share while they run.
-struct Steps {
+pub(super) struct Steps {
     next: AtomicU32,
-    done: AtomicU32,
-    stop: AtomicBool,
+    pub(super) done: AtomicU32,
+    pub(super) stop: AtomicBool,
     capped_at: Mutex<Option<(u32, u16)>>,
     kinds: Mutex<Vec<StepKind>>,
     sessions: Mutex<Vec<String>>,
@@ -40,6 +40,18 @@ struct Steps {
 }
 
 impl Steps {
+    pub(super) fn new() -> Steps {
+        Steps {
+            next: AtomicU32::new(0),
+            done: AtomicU32::new(0),
+            stop: AtomicBool::new(false),
+            capped_at: Mutex::new(None),
+            kinds: Mutex::new(Vec::new()),
+            sessions: Mutex::new(Vec::new()),
+            deletes: Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
     /// The kinds of answer the steps got, the earliest step's first.
     fn kinds_in_order(&self) -> Vec<StepKind> {
         let mut kinds = std::mem::take(&mut *crate::sync::lock(&self.kinds));
@@ -108,7 +120,7 @@ pub(super) async fn run_series(
 /// The series' session (legacy lanes, `session: initialized`) and what `discover` learns; or
 /// the observation that ends the case before any step (a failed handshake, a server without
 /// what the case needs).
-async fn prepare(
+pub(super) async fn prepare(
     case: &Case,
     series: &SeriesSpec,
     url: &HttpUrl,
@@ -173,15 +185,7 @@ fn budget_end(series: &SeriesSpec, settings: &Settings) -> Instant {
 /// Send the steps on `series.connections` connections while the process (`pid`) is sampled and
 /// another connection pings; what they saw, and the steps' shared record.
 async fn drive(shared: &Arc<Shared>, pid: Option<u32>) -> (SeriesSeen, Arc<Steps>) {
-    let steps = Arc::new(Steps {
-        next: AtomicU32::new(0),
-        done: AtomicU32::new(0),
-        stop: AtomicBool::new(false),
-        capped_at: Mutex::new(None),
-        kinds: Mutex::new(Vec::new()),
-        sessions: Mutex::new(Vec::new()),
-        deletes: Mutex::new(std::collections::BTreeMap::new()),
-    });
+    let steps = Arc::new(Steps::new());
     let started = Instant::now();
     let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
     let pinger = tokio::spawn(ping_while(
@@ -309,7 +313,7 @@ async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Settings) -> Opti
 /// What reached a gate's downstream during the steps, less the runner's own `pinged` pings
 /// (its liveness method, on the pinger's session): by their id where the gate kept it, else,
 /// when the steps send that method too, as many of that method as the pinger sent.
-fn steps_forwarded(
+pub(super) fn steps_forwarded(
     events: Vec<Event>,
     steps_method: Option<&str>,
     settings: &Settings,
@@ -373,10 +377,10 @@ fn fresh_tag() -> String {
 }
 
 /// What every connection of a series sends from (owned: each runs as a task of its own).
-struct Shared {
+pub(super) struct Shared {
     case: Case,
-    series: SeriesSpec,
-    url: HttpUrl,
+    pub(super) series: SeriesSpec,
+    pub(super) url: HttpUrl,
     settings: Settings,
     hs: Option<Handshake>,
     /// What `series.discover` learned, for every step's placeholders.
@@ -385,7 +389,7 @@ struct Shared {
     tag: String,
     /// When the series began (for `rate`), and when it must end.
     started: Instant,
-    budget_end: Instant,
+    pub(super) budget_end: Instant,
 }
 
 /// One connection's steps: take the next step number, send it, keep what kind of answer it
@@ -440,40 +444,48 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
     }
 }
 
-/// Step `step` of the series: its request (the case's, with this step's placeholders), sent;
-/// what came back, and the session id its answer opened, if any.
-async fn send_step(shared: &Shared, step: u32) -> (Observation, Option<String>) {
-    let Shared {
-        case,
-        url,
-        settings,
-        hs,
-        learned,
-        tag,
-        budget_end,
-        ..
-    } = shared;
-    let hs = hs.as_ref();
-    let method = case.spec.request.method.as_deref().unwrap_or("POST");
-    let mut ph = learned_placeholders(url, settings, hs, None);
-    for (name, value) in learned {
-        ph.set(name, value.clone());
+impl Shared {
+    /// Step `step`'s request (the case's, with this step's placeholders) as it goes on the
+    /// wire; what was sent is noted in `obs`.
+    pub(super) fn wire(&self, step: u32, obs: &mut Observation) -> Wire {
+        let Shared {
+            case,
+            url,
+            settings,
+            hs,
+            learned,
+            tag,
+            ..
+        } = self;
+        let hs = hs.as_ref();
+        let method = case.spec.request.method.as_deref().unwrap_or("POST");
+        let mut ph = learned_placeholders(url, settings, hs, None);
+        for (name, value) in learned {
+            ph.set(name, value.clone());
+        }
+        ph.set("step", step.to_string())
+            .set("fresh", format!("g{tag}-{step}"));
+        obs.learned = ph.values_of(LEARNED);
+        let sent = Sent {
+            url,
+            settings,
+            handshake: hs,
+            modern: modern_setup(case, settings),
+            placeholders: &ph,
+            method,
+            caller: case.spec.caller,
+        };
+        sent.request(&case.spec.request, obs)
     }
-    ph.set("step", step.to_string())
-        .set("fresh", format!("g{tag}-{step}"));
+}
+
+/// Step `step` of the series: its request sent; what came back, and the session id its answer
+/// opened, if any.
+pub(super) async fn send_step(shared: &Shared, step: u32) -> (Observation, Option<String>) {
     let mut obs = Observation::new(crate::case::TransportKind::Http);
-    obs.learned = ph.values_of(LEARNED);
-    let sent = Sent {
-        url,
-        settings,
-        handshake: hs,
-        modern: modern_setup(case, settings),
-        placeholders: &ph,
-        method,
-        caller: case.spec.caller,
-    };
-    let wire = sent.request(&case.spec.request, &mut obs);
-    let deadline = (Instant::now() + settings.case_deadline(case)).min(*budget_end);
+    let wire = shared.wire(step, &mut obs);
+    let (url, settings) = (&shared.url, &shared.settings);
+    let deadline = (Instant::now() + settings.case_deadline(&shared.case)).min(shared.budget_end);
     let mut session = None;
     match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
         Ok(resp) => {
@@ -521,7 +533,7 @@ fn keep_kind(steps: &Steps, step: u32, obs: Observation, capped: bool) {
 
 /// What tells one kind of answer from another: the HTTP status, the first JSON-RPC error code
 /// (or that a result came), and how the exchange ended.
-fn kind_key(obs: &Observation) -> String {
+pub(super) fn kind_key(obs: &Observation) -> String {
     let status = obs.http.as_ref().map_or(0, |h| h.status);
     let answer = obs
         .messages
@@ -550,7 +562,7 @@ fn kind_key(obs: &Observation) -> String {
 }
 
 /// Sample the process tree every [`SAMPLE_EVERY`] until the steps stop: (steps done, sample).
-async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcSample)> {
+pub(super) async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcSample)> {
     let mut out = Vec::new();
     loop {
         let done = steps.done.load(Ordering::SeqCst);
@@ -569,7 +581,7 @@ async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcSample)> {
 }
 
 /// A `ping` on a session of its own every [`PING_EVERY`] while the steps run.
-async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Pings {
+pub(super) async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Pings {
     let (mut times, mut failures, mut refusals) = (Vec::new(), Vec::new(), Vec::new());
     let ping = own_request(&settings, PROBE_ID, liveness_method(&settings));
     let mut hs: Option<Handshake> = None;
@@ -622,10 +634,10 @@ async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Ping
 /// answer at all (what a blocked server does), and those refused (what an endpoint that wants
 /// what the runner lacks does: no latency to time).
 #[derive(Default)]
-struct Pings {
-    times: Vec<u64>,
-    failures: Vec<String>,
-    refusals: Vec<String>,
+pub(super) struct Pings {
+    pub(super) times: Vec<u64>,
+    pub(super) failures: Vec<String>,
+    pub(super) refusals: Vec<String>,
 }
 
 /// The status a request naming `session` gets: `POST` a ping in it, or `DELETE` it.

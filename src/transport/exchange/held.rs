@@ -1,0 +1,338 @@
+//! Connections held the slow way (`series.hold`, the `connections/` family): `count`
+//! connections each send the case's request, or part of it (the head a byte at a time, the body
+//! a byte at a time, or all of it and then nothing), and are held for `hold.for_ms` while the
+//! process is sampled and another connection pings. Then, with them still held, the request is
+//! sent whole on a fresh connection (its answer is the one the judge reads); the held
+//! connections are closed, and the process is read again once it has had a moment to let go of
+//! them. Nothing here decides pass or fail.
+
+use super::series::{
+    kind_key, ping_while, prepare, sample_while, send_step, steps_forwarded, Shared, Steps,
+};
+use super::*;
+use crate::case::{HoldSpec, SeriesSpec, Trickle};
+use crate::transport::procfs::{self, ProcSample, Watch};
+use crate::transport::{HeldSeen, SeriesSeen, StepKind};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+/// How long opening one held connection may take.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+/// How long the process is given to let go of the closed connections' descriptors.
+const RELEASE_WITHIN: Duration = Duration::from_secs(3);
+/// The header line a `headers` connection never finishes.
+const ENDLESS_HEADER: &[u8] = b"x-gauntlet-slow: ";
+
+/// Run `case`'s held connections against `url`.
+pub(super) async fn run_held(
+    case: &Case,
+    (series, hold): (&SeriesSpec, &HoldSpec),
+    url: &HttpUrl,
+    settings: &Settings,
+    (witness, watch): (Option<&WitnessView>, Option<&Watch>),
+    check_alive: bool,
+) -> Observation {
+    if url.tls.is_some() {
+        let mut obs = Observation::new(crate::case::TransportKind::Http);
+        obs.inapplicable =
+            Some("not applicable: held connections are spoken over plain http only".into());
+        return obs;
+    }
+    let shared = match prepare(case, series, url, settings).await {
+        Ok(shared) => Arc::new(shared),
+        Err(obs) => return *obs,
+    };
+    let pid = watch.and_then(Watch::now);
+    let steps = Arc::new(Steps::new());
+    let started = Instant::now();
+    let before = pid.and_then(procfs::sample);
+    let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
+    let pinger = tokio::spawn(ping_while(url.clone(), settings.clone(), steps.clone()));
+    let mark = witness.map(WitnessView::mark);
+    let (release, released) = watch::channel(false);
+    let held = open_all(&shared, hold, &released, (&steps, started));
+    let hold_end = (started + Duration::from_millis(hold.for_ms)).min(shared.budget_end);
+    tokio::time::sleep_until(hold_end).await;
+    // With every connection still held: a client that sends the request whole.
+    let (answer, _) = send_step(&shared, series.count).await;
+    let held_sample = pid.and_then(procfs::sample);
+    let _ = release.send(true);
+    let mut fates = Vec::new();
+    for h in held {
+        fates.push(h.await.unwrap_or(Fate::NotOpened));
+    }
+    steps.stop.store(true, Ordering::SeqCst);
+    let pings = pinger.await.unwrap_or_default();
+    let samples = match sampler {
+        Some(s) => s.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let after = match (pid, before) {
+        (Some(pid), Some(before)) => released_sample(pid, before).await,
+        _ => None,
+    };
+    let pinged = pings.times.len() + pings.failures.len() + pings.refusals.len();
+    let mut obs = answer.clone();
+    let seen = SeriesSeen {
+        count: series.count,
+        sent: steps.done.load(Ordering::SeqCst),
+        cut: held_count(&fates) < series.count as usize && Instant::now() >= shared.budget_end,
+        kinds: vec![StepKind {
+            key: kind_key(&answer),
+            step: series.count,
+            count: 1,
+            capped: false,
+            observation: Box::new(answer),
+        }],
+        watched: watch.is_some(),
+        before,
+        samples,
+        after,
+        pings: pings.times,
+        ping_failures: pings.failures,
+        ping_refusals: pings.refusals,
+        held: Some(tally(hold, &fates, held_sample)),
+        elapsed: started.elapsed(),
+        ..SeriesSeen::default()
+    };
+    let forwarded = witness.zip(mark).map(|(w, m)| w.since(m));
+    obs.witness = forwarded
+        .map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings, pinged));
+    if check_alive && obs.setup_error.is_none() {
+        super::over_http::alive_probe(&mut obs, case, url, settings).await;
+    }
+    obs.series = Some(Box::new(seen));
+    obs
+}
+
+/// Open the held connections, each a task of its own that holds it until `released`; the
+/// steps' `done` counts them as they are begun.
+fn open_all(
+    shared: &Shared,
+    hold: &HoldSpec,
+    released: &watch::Receiver<bool>,
+    (steps, started): (&Steps, Instant),
+) -> Vec<tokio::task::JoinHandle<Fate>> {
+    let mut held = Vec::new();
+    for step in 0..shared.series.count {
+        if Instant::now() >= shared.budget_end {
+            break;
+        }
+        held.push(tokio::spawn(hold_one(
+            shared.url.clone(),
+            request_bytes(shared, step),
+            hold.clone(),
+            released.clone(),
+            started,
+        )));
+        steps.done.fetch_add(1, Ordering::SeqCst);
+    }
+    held
+}
+
+/// Step `step`'s request on the wire, as [`send_step`] would send it whole.
+fn request_bytes(shared: &Shared, step: u32) -> Vec<u8> {
+    let mut scratch = Observation::new(crate::case::TransportKind::Http);
+    match shared.wire(step, &mut scratch) {
+        Wire::Request {
+            method,
+            path,
+            headers,
+            body,
+            ..
+        } => {
+            // Held connections stay open: the runner's usual `connection: close` would ask the
+            // server to end an idle one after its answer.
+            let headers: Vec<(String, String)> = headers
+                .into_iter()
+                .filter(|(k, _)| !k.eq_ignore_ascii_case("connection"))
+                .collect();
+            let mut bytes = http::head_bytes(&method, &path, &headers);
+            bytes.extend(body.to_vec_within(1024 * 1024).unwrap_or_default());
+            bytes
+        }
+        Wire::Raw(bytes) => bytes,
+    }
+}
+
+/// What became of one held connection.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// It could not be opened.
+    NotOpened,
+    /// Still open when the runner let it go; `answered` with this status first, if at all.
+    Held { answered: Option<u16> },
+    /// The server closed it (or reset it) this long after the hold began.
+    Closed {
+        after: Duration,
+        answered: Option<u16>,
+    },
+}
+
+fn held_count(fates: &[Fate]) -> usize {
+    fates
+        .iter()
+        .filter(|f| !matches!(f, Fate::NotOpened))
+        .count()
+}
+
+/// Open one connection to `url`, send what `hold.trickle` says, and hold it until `released`;
+/// what became of it.
+async fn hold_one(
+    url: HttpUrl,
+    bytes: Vec<u8>,
+    hold: HoldSpec,
+    mut released: watch::Receiver<bool>,
+    started: Instant,
+) -> Fate {
+    let connect = TcpStream::connect(url.connect_addr());
+    let Ok(Ok(mut stream)) = tokio::time::timeout(CONNECT_WITHIN, connect).await else {
+        return Fate::NotOpened;
+    };
+    let _ = stream.set_nodelay(true);
+    let (first, rest) = split_for(hold.trickle, &bytes);
+    let mut read = Vec::new();
+    let closed = |read: &[u8]| Fate::Closed {
+        after: started.elapsed(),
+        answered: status_of(read),
+    };
+    if stream.write_all(&first).await.is_err() {
+        return closed(&read);
+    }
+    let mut rest = rest.into_iter();
+    let mut tick = tokio::time::interval(Duration::from_millis(hold.every_ms));
+    tick.tick().await;
+    let mut chunk = [0u8; 4096];
+    loop {
+        tokio::select! {
+            _ = released.changed() => return Fate::Held { answered: status_of(&read) },
+            n = stream.read(&mut chunk) => match n {
+                Ok(n) if n > 0 => {
+                    if read.len() < 64 {
+                        read.extend_from_slice(&chunk[..n.min(64)]);
+                    }
+                }
+                _ => return closed(&read),
+            },
+            _ = tick.tick(), if rest.len() > 0 => {
+                if let Some(byte) = rest.next() {
+                    if stream.write_all(&[byte]).await.is_err() {
+                        return closed(&read);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a held connection sends at once, and what it then sends a byte a tick.
+fn split_for(trickle: Trickle, bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let head_end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(bytes.len(), |i| i + 4);
+    match trickle {
+        Trickle::Idle => (bytes.to_vec(), Vec::new()),
+        Trickle::Headers => {
+            // The head without its blank line, then a header line that never ends.
+            let mut first = bytes[..head_end.saturating_sub(2)].to_vec();
+            first.extend_from_slice(ENDLESS_HEADER);
+            (first, vec![b'a'; 100_000])
+        }
+        Trickle::Body => {
+            let body = &bytes[head_end..];
+            let last = body.len().saturating_sub(1);
+            (bytes[..head_end].to_vec(), body[..last].to_vec())
+        }
+    }
+}
+
+/// The status of an HTTP answer that begins `read`.
+fn status_of(read: &[u8]) -> Option<u16> {
+    let text = std::str::from_utf8(read.get(..read.len().min(12))?).ok()?;
+    let rest = text.strip_prefix("HTTP/1.")?;
+    rest.get(2..5)?.parse().ok()
+}
+
+/// The process once the held connections are closed: sampled until its descriptors are back
+/// where they were before the hold (or [`RELEASE_WITHIN`] has passed).
+async fn released_sample(pid: u32, before: ProcSample) -> Option<ProcSample> {
+    let until = Instant::now() + RELEASE_WITHIN;
+    loop {
+        let sample = tokio::task::spawn_blocking(move || procfs::sample(pid))
+            .await
+            .ok()
+            .flatten();
+        let back = sample.is_some_and(|s| s.fds <= before.fds);
+        if back || Instant::now() >= until {
+            return sample;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The held connections' fates, counted.
+fn tally(hold: &HoldSpec, fates: &[Fate], held_sample: Option<ProcSample>) -> HeldSeen {
+    let mut seen = HeldSeen {
+        trickle: Some(hold.trickle),
+        every_ms: hold.every_ms,
+        for_ms: hold.for_ms,
+        held_sample,
+        ..HeldSeen::default()
+    };
+    for fate in fates {
+        match *fate {
+            Fate::NotOpened => seen.not_opened += 1,
+            Fate::Held { answered } => {
+                seen.held_to_the_end += 1;
+                count_answer(&mut seen, answered);
+            }
+            Fate::Closed { after, answered } => {
+                seen.closed_by_server += 1;
+                seen.first_closed_after =
+                    Some(seen.first_closed_after.map_or(after, |a| a.min(after)));
+                count_answer(&mut seen, answered);
+            }
+        }
+    }
+    seen
+}
+
+fn count_answer(seen: &mut HeldSeen, answered: Option<u16>) {
+    if let Some(status) = answered {
+        *seen.answers.entry(status).or_default() += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REQUEST: &[u8] = b"POST /mcp HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello";
+
+    #[test]
+    fn each_trickle_holds_back_what_it_should() {
+        let (first, rest) = split_for(Trickle::Headers, REQUEST);
+        assert!(first.ends_with(b"content-length: 5\r\nx-gauntlet-slow: "));
+        assert!(!first.windows(4).any(|w| w == b"\r\n\r\n"));
+        assert!(rest.iter().all(|b| *b == b'a'));
+        let (first, rest) = split_for(Trickle::Body, REQUEST);
+        assert!(first.ends_with(b"\r\n\r\n"));
+        assert_eq!(rest, b"hell");
+        let (first, rest) = split_for(Trickle::Idle, REQUEST);
+        assert_eq!(first, REQUEST);
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn the_status_of_an_answer_is_read_from_its_first_line() {
+        assert_eq!(status_of(b"HTTP/1.1 408 Request Timeout\r\n"), Some(408));
+        assert_eq!(status_of(b"HTTP/1.0 200 OK"), Some(200));
+        assert_eq!(status_of(b"HTTP/1.1 2"), None);
+        assert_eq!(status_of(b"garbage"), None);
+        assert_eq!(status_of(b""), None);
+    }
+}
