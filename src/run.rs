@@ -531,13 +531,14 @@ fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
 
 /// A series runs once per target, not once per version (what accumulates does not depend on
 /// the version spoken), at the newest version the case applies to; and only on a target the
-/// run was given (`--serve`, `--http`, `--gate`...), never on the embedded default's in-process
-/// copies, which would measure the runner's own process and slow its ten-second run.
+/// run was given (`--serve`, `--http`, `--stdio`, `--gate`...), never on the embedded default
+/// (its in-process copies would measure the runner's own process, and its series over stdio
+/// would slow its ten-second run).
 fn series_here(case: &Case, lane: &Lane, lanes: &[crate::report::LaneId]) -> bool {
     if case.spec.series.is_none() {
         return true;
     }
-    if lane.copies.is_some() {
+    if lane.copies.is_some() || lane.embedded {
         return false;
     }
     let same_target = |id: &crate::report::LaneId| {

@@ -107,6 +107,9 @@ pub struct Lane {
     /// lanes): copies of it, each with a witness record of its own, so that its trials run
     /// concurrently like any others instead of one at a time under `serial`.
     pub copies: Option<Arc<Copies>>,
+    /// A lane of the embedded default (in-process over HTTP, this binary's own children over
+    /// stdio): no series runs on it, so its run stays short.
+    pub embedded: bool,
 }
 
 /// The case family a gate runs against every downstream personality: wrapped denied calls.
@@ -402,6 +405,9 @@ pub fn embedded(
         lanes.push(in_process_gate(rt, keep, p)?);
         lanes.push(gate_stdio_lane(&template, exe, tmp, p));
     }
+    for lane in &mut lanes {
+        lane.embedded = true;
+    }
     Ok(lanes)
 }
 
@@ -621,6 +627,7 @@ pub(crate) fn plain_lane(
         watch: None,
         exclusive: Arc::default(),
         copies: None,
+        embedded: false,
     }
 }
 

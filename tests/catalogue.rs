@@ -506,3 +506,44 @@ fn held_connections_within_their_bounds_only() {
         Err(CaseError::Syntax { .. }) | Err(CaseError::Invalid { .. })
     ));
 }
+
+/// A series may run over stdio too, each step a line to one process; what is HTTP's is refused
+/// beside it.
+#[test]
+fn a_series_over_stdio_takes_nothing_of_http() {
+    let series = |transports: &str, series: &str, request: &str| {
+        format!(
+            r#"{{"title": "t", "requirements": ["MCP-DOS-03"], "transports": {transports},
+            "series": {series},
+            "request": {{{request}"body": {{"json": {{"jsonrpc": "2.0", "id": "s-{{{{step}}}}", "method": "tools/call",
+                "params": {{"name": "x{{{{fresh}}}}", "arguments": {{}}}}}}}}}},
+            "expect": {{"outcome": "reject", "series": {{"retained_bytes_per_step": 24576}}}}}}"#
+        )
+    };
+    let both = r#"["http", "stdio"]"#;
+    parse_case("x.json", &series(both, r#"{"count": 100}"#, "")).expect("a series over both");
+    for (transports, spec, request) in [
+        (both, r#"{"count": 100, "close_each": true}"#, ""),
+        (both, r#"{"count": 100, "cap": [503]}"#, ""),
+        (
+            both,
+            r#"{"count": 100}"#,
+            r#""headers": {"mcp-name": "x"}, "#,
+        ),
+        (both, r#"{"count": 100}"#, r#""close_input": true, "#),
+        (
+            r#"["stdio"]"#,
+            r#"{"count": 10, "hold": {"trickle": "idle", "for_ms": 1000}}"#,
+            "",
+        ),
+        ("[]", r#"{"count": 100}"#, ""),
+    ] {
+        assert!(
+            matches!(
+                parse_case("x.json", &series(transports, spec, request)),
+                Err(CaseError::Invalid { .. })
+            ),
+            "{transports} {spec} {request} should be refused"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! process (a plain `--http`), memory is said to be not observed, never passed in silence. The
 //! reference gate in front of the runner's witness (`--gate`) passes every one.
 
-use crate::util::{bin, run_with_report, HttpWitness, Trial};
+use crate::util::{bin, run_with_report, stdio_witness_command, HttpWitness, Trial};
 use mcp_gauntlet::case::Catalogue;
 
 /// Which broken witness modes each series case must fail on (the bug classes it exists to
@@ -65,6 +65,10 @@ const PROVEN_BY: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "state/unknown-prompt-names-are-not-kept",
+        &[("cache-names", "memory")],
+    ),
+    (
+        "state/unknown-resource-subscriptions-are-not-kept",
         &[("cache-names", "memory")],
     ),
     (
@@ -194,6 +198,63 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
         assert_eq!(
             ran, made_for,
             "every case made for {mode} ran and warned: {trials:?}"
+        );
+    }
+}
+
+/// The series that apply over stdio (per-name state, CPU), each its steps written as lines to
+/// one witness process: the strict witness passes every one, and each fails on the modes made
+/// for it that are not HTTP's, on the same oracle as over HTTP. The process is the runner's
+/// child, so it is read without `--serve`; there is no other connection to ping.
+#[test]
+fn over_stdio_the_witness_passes_and_each_fails_on_its_mode() {
+    let cat = Catalogue::embedded().expect("the catalogue loads");
+    let over_stdio: Vec<&str> = cat
+        .cases
+        .iter()
+        .filter(|c| c.spec.series.is_some())
+        .filter(|c| c.applies_to_transport(mcp_gauntlet::case::TransportKind::Stdio))
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(over_stdio.len() >= 10, "{over_stdio:?}");
+    let stdio_trials = |broken: &[&str]| {
+        let trials = series_trials(&["--stdio", &stdio_witness_command(broken)]);
+        assert!(trials.iter().all(|t| t.transport == "stdio"), "{trials:?}");
+        trials
+    };
+    let good = stdio_trials(&[]);
+    assert_eq!(good.len(), over_stdio.len(), "{good:?}");
+    for t in &good {
+        assert_eq!(t.verdict, "pass", "{t:?}");
+        let summary = said(t, "series").next().unwrap_or_default();
+        assert!(
+            summary.contains("resident memory") && summary.contains("one client"),
+            "{t:?}"
+        );
+    }
+    for mode in [
+        "cache-names",
+        "keep-notified",
+        "quadratic-reader",
+        "backtracking-matcher",
+    ] {
+        let trials = stdio_trials(&[mode]);
+        for t in &trials {
+            let made_for = PROVEN_BY
+                .iter()
+                .find(|(id, _)| *id == t.id)
+                .and_then(|(_, by)| by.iter().find(|(m, _)| *m == mode));
+            match made_for {
+                Some((_, check)) => {
+                    assert_eq!(t.verdict, "warn", "{mode}: {t:?}");
+                    assert_eq!(checks_not_passed(t), [check.to_string()], "{mode}: {t:?}");
+                }
+                None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
+            }
+        }
+        assert!(
+            trials.iter().any(|t| t.verdict == "warn"),
+            "{mode} fails a case over stdio: {trials:?}"
         );
     }
 }

@@ -711,12 +711,7 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
             "`series.rate` must be 1..=100000 steps a second and `series.budget_ms` 1..=600000",
         ));
     }
-    if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
-        return Err(invalid(
-            path,
-            "a series needs `\"transports\": [\"http\"]` (each step is a request of its own)",
-        ));
-    }
+    validate_series_transports(path, spec, series)?;
     if spec.request.raw_http.is_some()
         || spec.clients.is_some()
         || series
@@ -745,6 +740,39 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
         .is_some_and(|c| c.as_slice().iter().any(|s| !s.is_valid()))
     {
         return Err(invalid(path, "`series.cap` holds an invalid HTTP status"));
+    }
+    Ok(())
+}
+
+/// A series names its transports: HTTP, and stdio where each step is a line to one process;
+/// what is HTTP's (held connections, sessions closed, status caps, headers) or ends a stdio
+/// process's input is not for stdio.
+fn validate_series_transports(
+    path: &str,
+    spec: &CaseSpec,
+    series: &SeriesSpec,
+) -> Result<(), CaseError> {
+    let transports = spec.transports.as_deref().unwrap_or_default();
+    let over_stdio = transports.contains(&TransportKind::Stdio);
+    if transports.is_empty() {
+        return Err(invalid(
+            path,
+            "a series names its transports: `http`, and `stdio` where each step is a line to one process",
+        ));
+    }
+    if over_stdio
+        && (series.hold.is_some()
+            || series.close_each
+            || series.close_sessions
+            || series.cap.is_some()
+            || !spec.request.headers.is_empty()
+            || spec.request.raw_line
+            || spec.request.close_input)
+    {
+        return Err(invalid(
+            path,
+            "over stdio a series writes each step as a line to one process that stays open: `hold`, `close_each`, `close_sessions`, `cap` and request `headers` are HTTP's, and `raw_line` and `close_input` are not for it",
+        ));
     }
     Ok(())
 }

@@ -206,6 +206,8 @@ pub struct SeriesSeen {
     pub deletes: std::collections::BTreeMap<u16, u32>,
     /// `series.baseline`: the plain request's own series, sent first.
     pub baseline: Option<BaselineSeen>,
+    /// Over stdio: the process has one client, so there is no other connection to ping.
+    pub one_client: bool,
     /// `series.hold`: what became of the held connections.
     pub held: Option<HeldSeen>,
     pub elapsed: Duration,

@@ -302,6 +302,16 @@ impl Judge<'_> {
     }
 
     fn latency(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        if seen.one_client {
+            if bounds.ping_ms.is_some() {
+                self.add(
+                    Check::Latency,
+                    Status::Pass,
+                    "latency not observed: over stdio the process has one client, and no other connection to ping".into(),
+                );
+            }
+            return;
+        }
         let slowest = seen.pings.iter().max().copied();
         let failed = seen.ping_failures.len();
         if let Some(first) = seen.ping_refusals.first() {
@@ -415,6 +425,7 @@ fn summary(seen: &SeriesSeen) -> String {
         _ => "memory, CPU and descriptors not observed (no --serve or --pid)".to_string(),
     };
     let ping = match seen.pings.iter().max() {
+        _ if seen.one_client => "no other connection over stdio (one client)".to_string(),
         Some(max) => {
             let mut sorted = seen.pings.clone();
             sorted.sort_unstable();

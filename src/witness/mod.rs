@@ -108,8 +108,8 @@ pub enum Broken {
     /// opening request.
     LeakRefused,
     /// Caches 64 KiB for every distinct name it is asked about (a tool called, a prompt got, a
-    /// resource read, an `Mcp-Name` header value), known or not, refused or not, and never lets
-    /// any go: a cache keyed by whatever a client sends.
+    /// resource read or subscribed to, an `Mcp-Name` header value), known or not, refused or not,
+    /// and never lets any go: a cache keyed by whatever a client sends.
     CacheNames,
     /// HTTP: ends a session on `DELETE` (its id then answers 404) but keeps what it held (64
     /// KiB: a task and buffers never stopped), as a transport removed from its table whose

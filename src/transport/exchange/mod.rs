@@ -24,6 +24,7 @@ mod over_stdio;
 mod probe;
 mod series;
 mod stdio_request;
+mod stdio_series;
 
 use self::over_http::run_http;
 use self::over_stdio::{run_stdio, StdioTarget};
@@ -201,7 +202,13 @@ pub async fn run_case(
                 log_dir: log_dir.as_deref(),
                 pacing,
             };
-            run_stdio(case, &target, settings, witness, check_alive).await
+            match &case.spec.series {
+                Some(series) => {
+                    let run = stdio_series::run_stdio_series;
+                    run(case, series, &target, settings, witness, check_alive).await
+                }
+                None => run_stdio(case, &target, settings, witness, check_alive).await,
+            }
         }
     };
     obs.elapsed = started.elapsed();

@@ -109,7 +109,7 @@ pub(super) async fn run_stdio(
 /// (`{witness_log}`), and that log's reader. The log's name is unique in the process: lanes
 /// share a folder, and one case runs at once on several lanes (personalities, versions), each
 /// run truncating the log it opens.
-fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<WitnessView>) {
+pub(super) fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<WitnessView>) {
     match target.log_dir {
         Some(dir) if target.command.contains("{witness_log}") => {
             let path = case_log(dir, &case.id);
@@ -132,7 +132,7 @@ fn case_log(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 /// The legacy handshake: `initialize` (the lines before its answer, logs or banners, are judged
 /// with the case's output) and `notifications/initialized`; the agreed version goes into the
 /// placeholders. Why it failed, when it did.
-async fn handshake(
+pub(super) async fn handshake(
     proc: &mut StdioProcess,
     case: &Case,
     settings: &Settings,
@@ -314,7 +314,7 @@ async fn settle(
 
 /// What the lines say: messages, garbage (a line that is not a JSON-RPC message, or one cut at
 /// the line cap), the first bytes, and the text the oracles scan.
-fn read_lines(obs: &mut Observation, lines: &[Line]) {
+pub(super) fn read_lines(obs: &mut Observation, lines: &[Line]) {
     let mut scan = String::new();
     for line in lines {
         let (bytes, whole) = match line {

@@ -172,7 +172,7 @@ pub(super) async fn prepare(
 }
 
 /// When a series starting now must end: its own budget, or the run's deadline if sooner.
-fn budget_end(series: &SeriesSpec, settings: &Settings) -> Instant {
+pub(super) fn budget_end(series: &SeriesSpec, settings: &Settings) -> Instant {
     let own = Instant::now()
         + series
             .budget_ms
@@ -355,8 +355,13 @@ async fn template_prefix(
 ) -> Option<String> {
     let list = own_request(settings, "gauntlet-discover", "resources/templates/list");
     let resp = post_own(url, settings, hs, &list, deadline).await.ok()?;
-    let templates: Vec<String> = http_messages(&resp)
-        .0
+    template_prefix_of(&http_messages(&resp).0)
+}
+
+/// The literal start of the first resource template a `resources/templates/list` answer among
+/// `messages` lists (up to its first variable), one with an exploded variable preferred.
+pub(super) fn template_prefix_of(messages: &[Value]) -> Option<String> {
+    let templates: Vec<String> = messages
         .iter()
         .filter_map(|m| m.pointer("/result/resourceTemplates")?.as_array().cloned())
         .flatten()
@@ -371,7 +376,7 @@ async fn template_prefix(
 }
 
 /// A tag for `{{fresh}}` values (see [`Shared::tag`]).
-fn fresh_tag() -> String {
+pub(super) fn fresh_tag() -> String {
     use rand::Rng;
     format!("{:08x}", rand::rng().random::<u32>())
 }
@@ -506,8 +511,12 @@ pub(super) async fn send_step(shared: &Shared, step: u32) -> (Observation, Optio
 /// Count `obs` under its kind (status, first error code, ending); the first of a kind is kept
 /// as its example.
 fn keep_kind(steps: &Steps, step: u32, obs: Observation, capped: bool) {
+    keep_kind_in(&mut crate::sync::lock(&steps.kinds), step, obs, capped);
+}
+
+/// [`keep_kind`] on a list of kinds of one's own.
+pub(super) fn keep_kind_in(kinds: &mut Vec<StepKind>, step: u32, obs: Observation, capped: bool) {
     let key = kind_key(&obs);
-    let mut kinds = crate::sync::lock(&steps.kinds);
     if let Some(k) = kinds.iter_mut().find(|k| k.key == key) {
         k.count += 1;
         if step < k.step {
@@ -558,7 +567,10 @@ pub(super) fn kind_key(obs: &Observation) -> String {
         Ending::Closed => "closed",
         Ending::Unreachable(_) => "unreachable",
     };
-    format!("HTTP {status}, {answer}, {ending}")
+    match obs.http {
+        Some(_) => format!("HTTP {status}, {answer}, {ending}"),
+        None => format!("{answer}, {ending}"),
+    }
 }
 
 /// Sample the process tree every [`SAMPLE_EVERY`] until the steps stop: (steps done, sample).
