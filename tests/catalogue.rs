@@ -489,6 +489,7 @@ fn held_connections_within_their_bounds_only() {
         r#"{"count": 10, "connections": 4, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
         r#"{"count": 10, "close_each": true, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
         r#"{"count": 10, "cap": [503], "hold": {"trickle": "idle", "for_ms": 4000}}"#,
+        r#"{"count": 10, "budget_ms": 9000, "hold": {"trickle": "idle", "for_ms": 4000}}"#,
     ] {
         assert!(
             matches!(

@@ -732,7 +732,7 @@ fn validate_series(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseEr
     }
     validate_series_expect(path, spec, series)?;
     if let Some(hold) = &series.hold {
-        validate_hold(path, series, hold)?;
+        validate_hold(path, spec, series, hold)?;
     }
     if series
         .cap
@@ -767,11 +767,14 @@ fn validate_series_transports(
             || series.cap.is_some()
             || !spec.request.headers.is_empty()
             || spec.request.raw_line
-            || spec.request.close_input)
+            || spec.request.close_input
+            || spec.request.chunked
+            || spec.request.content_encoding.is_some()
+            || spec.request.path.is_some())
     {
         return Err(invalid(
             path,
-            "over stdio a series writes each step as a line to one process that stays open: `hold`, `close_each`, `close_sessions`, `cap` and request `headers` are HTTP's, and `raw_line` and `close_input` are not for it",
+            "over stdio a series writes each step as a line to one process that stays open: `hold`, `close_each`, `close_sessions`, `cap` and request `headers`, `path`, `chunked` and `content_encoding` are HTTP's, and `raw_line` and `close_input` are not for it",
         ));
     }
     Ok(())
@@ -780,7 +783,18 @@ fn validate_series_transports(
 /// Held connections (`series.hold`): at most 1000 of them, held 0.1 to 60 s, a byte every 10
 /// ms to 10 s; the request is the steps' own, so what only a stepped series has (a cap, a
 /// warm-up, sessions closed, a baseline, discovery, a rate) is not for them.
-fn validate_hold(path: &str, series: &SeriesSpec, hold: &HoldSpec) -> Result<(), CaseError> {
+fn validate_hold(
+    path: &str,
+    spec: &CaseSpec,
+    series: &SeriesSpec,
+    hold: &HoldSpec,
+) -> Result<(), CaseError> {
+    if hold.trickle == Trickle::Body && (spec.request.body.is_none() || spec.request.chunked) {
+        return Err(invalid(
+            path,
+            "`hold.trickle: body` trickles a body of the case's own, sent with its length (not chunked)",
+        ));
+    }
     if series.count > 1000
         || !(100..=60_000).contains(&hold.for_ms)
         || !(10..=10_000).contains(&hold.every_ms)
@@ -788,6 +802,12 @@ fn validate_hold(path: &str, series: &SeriesSpec, hold: &HoldSpec) -> Result<(),
         return Err(invalid(
             path,
             "`series.hold` holds at most 1000 connections (`count`), for 100..=60000 ms, a byte every 10..=10000 ms",
+        ));
+    }
+    if series.budget_ms.is_some_and(|b| b < hold.for_ms + 10_000) {
+        return Err(invalid(
+            path,
+            "`series.budget_ms` leaves the hold and the request sent after it at least 10 s: at least `hold.for_ms` + 10000",
         ));
     }
     if series.warmup > 0

@@ -232,7 +232,10 @@ impl Judge<'_> {
             seen.sent, base.sent, base.answer
         );
         // A plain request refused (cheaply) says nothing of what reading one costs.
-        let answered = |key: &str| key.contains(", result,") || key.contains(", isError,");
+        let answered = |key: &str| {
+            key.split(", ")
+                .any(|part| part == "result" || part == "isError")
+        };
         let case_answered = seen.kinds.first().is_some_and(|k| answered(&k.key));
         if case_answered && !answered(&base.answer) {
             self.add(Check::Cpu, Status::Pass, format!("{said}: not compared, the plain request was refused where the case's was answered"));
@@ -280,8 +283,15 @@ impl Judge<'_> {
             );
             return;
         }
-        let (Some(max), Some(before), Some(after)) = (bounds.fds_growth, seen.before, seen.after)
-        else {
+        let Some(max) = bounds.fds_growth else {
+            return;
+        };
+        let (Some(before), Some(after)) = (seen.before, seen.after) else {
+            self.add(
+                Check::Resources,
+                Status::Pass,
+                "descriptors not observed: the process could not be read before and after".into(),
+            );
             return;
         };
         let grew = after.fds.saturating_sub(before.fds);
@@ -437,10 +447,10 @@ fn summary(seen: &SeriesSeen) -> String {
         }
         None => "no ping on another connection was answered with a result".to_string(),
     };
-    if seen.held.is_some() {
+    if let Some(held) = &seen.held {
         return format!(
-            "held connections: {} of {} opened, held {:.1} s; the request sent whole at the end: {}; {process}; {ping}",
-            seen.sent,
+            "held connections: {} of {} opened, {:.1} s in all; the request sent whole at the end: {}; {process}; {ping}",
+            held.held_to_the_end + held.closed_by_server,
             seen.count,
             seen.elapsed.as_secs_f64(),
             kinds.join(", ")

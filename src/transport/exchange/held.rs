@@ -7,7 +7,7 @@
 //! them. Nothing here decides pass or fail.
 
 use super::series::{
-    kind_key, ping_while, prepare, sample_while, send_step, steps_forwarded, Shared, Steps,
+    kind_key, ping_while, prepare, sample_while, send_step_by, steps_forwarded, Shared, Steps,
 };
 use super::*;
 use crate::case::{HoldSpec, SeriesSpec, Trickle};
@@ -35,29 +35,30 @@ pub(super) async fn run_held(
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
-    if url.tls.is_some() {
-        let mut obs = Observation::new(crate::case::TransportKind::Http);
-        obs.inapplicable =
-            Some("not applicable: held connections are spoken over plain http only".into());
-        return obs;
-    }
     let shared = match prepare(case, series, url, settings).await {
         Ok(shared) => Arc::new(shared),
         Err(obs) => return *obs,
     };
+    if let Some(why) = unheld(&shared, hold) {
+        let mut obs = Observation::new(crate::case::TransportKind::Http);
+        obs.inapplicable = Some(why);
+        return obs;
+    }
     let pid = watch.and_then(Watch::now);
     let steps = Arc::new(Steps::new());
     let started = Instant::now();
+    let mark = witness.map(WitnessView::mark);
     let before = pid.and_then(procfs::sample);
     let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
     let pinger = tokio::spawn(ping_while(url.clone(), settings.clone(), steps.clone()));
-    let mark = witness.map(WitnessView::mark);
     let (release, released) = watch::channel(false);
     let held = open_all(&shared, hold, &released, (&steps, started));
     let hold_end = (started + Duration::from_millis(hold.for_ms)).min(shared.budget_end);
     tokio::time::sleep_until(hold_end).await;
-    // With every connection still held: a client that sends the request whole.
-    let (answer, _) = send_step(&shared, series.count).await;
+    // With every connection still held: a client that sends the request whole, with a
+    // deadline of its own (a hold its budget cut short must not time it out at once).
+    let own = settings.case_ends(case);
+    let (answer, _) = send_step_by(&shared, series.count, own).await;
     let held_sample = pid.and_then(procfs::sample);
     let _ = release.send(true);
     let mut fates = Vec::new();
@@ -76,10 +77,15 @@ pub(super) async fn run_held(
     };
     let pinged = pings.times.len() + pings.failures.len() + pings.refusals.len();
     let mut obs = answer.clone();
+    let opened = held_count(&fates);
     let seen = SeriesSeen {
         count: series.count,
-        sent: steps.done.load(Ordering::SeqCst),
-        cut: held_count(&fates) < series.count as usize && Instant::now() >= shared.budget_end,
+        // The held connections that opened, and the request sent whole: what a gate may have
+        // passed on, one message each at most.
+        sent: opened + 1,
+        // The budget (or the run's deadline) ended the opening or the hold early.
+        cut: steps.done.load(Ordering::SeqCst) < series.count
+            || hold_end < started + Duration::from_millis(hold.for_ms),
         kinds: vec![StepKind {
             key: kind_key(&answer),
             step: series.count,
@@ -87,7 +93,7 @@ pub(super) async fn run_held(
             capped: false,
             observation: Box::new(answer),
         }],
-        watched: watch.is_some(),
+        watched: before.is_some(),
         before,
         samples,
         after,
@@ -123,7 +129,7 @@ fn open_all(
         }
         held.push(tokio::spawn(hold_one(
             shared.url.clone(),
-            request_bytes(shared, step),
+            request_bytes(shared, step).unwrap_or_default(),
             hold.clone(),
             released.clone(),
             started,
@@ -133,8 +139,9 @@ fn open_all(
     held
 }
 
-/// Step `step`'s request on the wire, as [`send_step`] would send it whole.
-fn request_bytes(shared: &Shared, step: u32) -> Vec<u8> {
+/// Step `step`'s request on the wire, as [`send_step`] would send it whole; `None` for a body
+/// over 1 MiB.
+fn request_bytes(shared: &Shared, step: u32) -> Option<Vec<u8>> {
     let mut scratch = Observation::new(crate::case::TransportKind::Http);
     match shared.wire(step, &mut scratch) {
         Wire::Request {
@@ -151,10 +158,10 @@ fn request_bytes(shared: &Shared, step: u32) -> Vec<u8> {
                 .filter(|(k, _)| !k.eq_ignore_ascii_case("connection"))
                 .collect();
             let mut bytes = http::head_bytes(&method, &path, &headers);
-            bytes.extend(body.to_vec_within(1024 * 1024).unwrap_or_default());
-            bytes
+            bytes.extend(body.to_vec_within(1024 * 1024)?);
+            Some(bytes)
         }
-        Wire::Raw(bytes) => bytes,
+        Wire::Raw(bytes) => Some(bytes),
     }
 }
 
@@ -172,11 +179,43 @@ enum Fate {
     },
 }
 
-fn held_count(fates: &[Fate]) -> usize {
-    fates
+fn held_count(fates: &[Fate]) -> u32 {
+    let opened = fates
         .iter()
         .filter(|f| !matches!(f, Fate::NotOpened))
-        .count()
+        .count();
+    u32::try_from(opened).unwrap_or(u32::MAX)
+}
+
+/// Why the connections cannot be held as the case says: over https, the runner may not open that many
+/// descriptors, or the request's body cannot be trickled (none to hold back, chunked, or too
+/// large to hold in memory). `None` when they can.
+fn unheld(shared: &Shared, hold: &HoldSpec) -> Option<String> {
+    if shared.url.tls.is_some() {
+        return Some("not applicable: held connections are spoken over plain http only".into());
+    }
+    let wanted = u64::from(shared.series.count) + 64;
+    if let Some(limit) = open_files_limit().filter(|l| *l < wanted) {
+        return Some(format!("not applicable: this runner may open {limit} descriptors, and holding {} connections needs about {wanted} (raise `ulimit -n`)", shared.series.count));
+    }
+    let request = &shared.case.spec.request;
+    if hold.trickle == Trickle::Body && request.chunked {
+        return Some("not applicable: a chunked body is not trickled".into());
+    }
+    let bytes = request_bytes(shared, 0)?;
+    let head_end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(bytes.len(), |i| i + 4);
+    (hold.trickle == Trickle::Body && bytes.len() < head_end + 2)
+        .then(|| "not applicable: a body of fewer than two bytes cannot be trickled".into())
+}
+
+/// This process's soft limit on open descriptors, from `/proc/self/limits`.
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
 }
 
 /// Open one connection to `url`, send what `hold.trickle` says, and hold it until `released`;

@@ -383,7 +383,7 @@ pub(super) fn fresh_tag() -> String {
 
 /// What every connection of a series sends from (owned: each runs as a task of its own).
 pub(super) struct Shared {
-    case: Case,
+    pub(super) case: Case,
     pub(super) series: SeriesSpec,
     pub(super) url: HttpUrl,
     settings: Settings,
@@ -487,10 +487,19 @@ impl Shared {
 /// Step `step` of the series: its request sent; what came back, and the session id its answer
 /// opened, if any.
 pub(super) async fn send_step(shared: &Shared, step: u32) -> (Observation, Option<String>) {
+    send_step_by(shared, step, shared.budget_end).await
+}
+
+/// [`send_step`], its deadline no later than `by` (the series' budget, or another).
+pub(super) async fn send_step_by(
+    shared: &Shared,
+    step: u32,
+    by: Instant,
+) -> (Observation, Option<String>) {
     let mut obs = Observation::new(crate::case::TransportKind::Http);
     let wire = shared.wire(step, &mut obs);
     let (url, settings) = (&shared.url, &shared.settings);
-    let deadline = (Instant::now() + settings.case_deadline(&shared.case)).min(shared.budget_end);
+    let deadline = (Instant::now() + settings.case_deadline(&shared.case)).min(by);
     let mut session = None;
     match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
         Ok(resp) => {

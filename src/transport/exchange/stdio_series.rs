@@ -7,7 +7,7 @@
 //! findings say so. Nothing here decides pass or fail.
 
 use super::over_stdio::{case_command, handshake, read_lines, StdioTarget};
-use super::series::{budget_end, fresh_tag, keep_kind_in, template_prefix_of};
+use super::series::{budget_end, fresh_tag, keep_kind_in, steps_forwarded, template_prefix_of};
 use super::stdio_request::{line_body, read_until_answer};
 use super::*;
 use crate::case::{RequestSpec, SeriesSpec};
@@ -18,8 +18,6 @@ use crate::transport::{BaselineSeen, SeriesSeen, StepKind};
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 /// Notifications written before the runner waits for the process to have read them.
 const SYNC_EVERY: u32 = 50;
-/// The id of the runner's own request after the steps.
-const SYNC_ID: &str = "gauntlet-series-sync";
 
 /// Run `case`'s series over a fresh process of `target`.
 pub(super) async fn run_stdio_series(
@@ -49,6 +47,7 @@ pub(super) async fn run_stdio_series(
         settings,
         ph: client_placeholders(settings),
         end,
+        synced: 0,
     };
     if let Err(why) = one.prepare(series).await {
         match why {
@@ -60,10 +59,16 @@ pub(super) async fn run_stdio_series(
         return obs;
     }
     let baseline = match &series.baseline {
-        Some(plain) => Some(one.baseline(plain, series.count).await),
+        Some(plain) => {
+            let seen = one.baseline(plain, series.count).await;
+            // The case's own steps get their own budget.
+            one.end = budget_end(series, settings);
+            Some(seen)
+        }
         None => None,
     };
     let mark = witness.map(WitnessView::mark);
+    one.synced = 0;
     let (mut seen, kinds) = one.steps(&case.spec.request, series.count).await;
     seen.baseline = baseline;
     let alive = one.sync().await;
@@ -81,14 +86,12 @@ pub(super) async fn run_stdio_series(
         obs.alive = Some(alive.is_ok());
         obs.alive_detail = alive.err();
     }
-    if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(
-            w.since(mark)
-                .into_iter()
-                .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(SYNC_ID)))
-                .collect(),
-        );
-    }
+    // Behind a gate: what reached the witness during the steps, less the runner's own pings
+    // (by their id, or by their count where the gate gives ids of its own).
+    obs.witness = witness.zip(mark).map(|(w, m)| {
+        let method = obs.request_method.as_deref();
+        steps_forwarded(w.since(m), method, settings, one.synced)
+    });
     obs.stderr_tail = one.proc.stderr_tail();
     one.proc.kill().await;
     obs.series = Some(Box::new(seen));
@@ -110,6 +113,8 @@ struct OneProcess<'a> {
     /// learned).
     ph: Placeholders,
     end: Instant,
+    /// The runner's own pings sent (what is not the steps' behind a gate).
+    synced: usize,
 }
 
 impl OneProcess<'_> {
@@ -263,9 +268,10 @@ impl OneProcess<'_> {
     async fn sync(&mut self) -> Result<(), String> {
         let settings = self.settings;
         let deadline = Instant::now() + settings.probe_timeout.max(Duration::from_secs(5));
-        let ping = own_request(settings, SYNC_ID, liveness_method(settings));
+        let ping = own_request(settings, PROBE_ID, liveness_method(settings));
         self.proc.send(line_body(&ping)).await;
-        match read_until_answer(&mut self.proc, SYNC_ID, deadline).await {
+        self.synced += 1;
+        match read_until_answer(&mut self.proc, PROBE_ID, deadline).await {
             (Some(a), _, _) if a.get("result").is_some() || settings.spec_version.is_modern() => {
                 Ok(())
             }
