@@ -129,6 +129,22 @@ fn said<'t>(t: &'t Trial, check: &'t str) -> impl Iterator<Item = &'t str> + 't 
         .filter_map(|f| f["message"].as_str())
 }
 
+/// The oracle by which `mode` must fail case `id`, if it is one of the modes made for it.
+fn proving_check(id: &str, mode: &str) -> Option<&'static str> {
+    let (_, by) = PROVEN_BY.iter().find(|(case, _)| *case == id)?;
+    by.iter().find(|(m, _)| *m == mode).map(|(_, check)| *check)
+}
+
+/// The ids of the catalogue's series cases that `keep` keeps, in catalogue order.
+fn series_cases(keep: impl Fn(&mcp_gauntlet::case::Case) -> bool) -> Vec<String> {
+    let cat = Catalogue::embedded().expect("the catalogue loads");
+    cat.cases
+        .iter()
+        .filter(|c| c.spec.series.is_some() && keep(c))
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 fn checks_not_passed(t: &Trial) -> Vec<String> {
     t.findings
         .iter()
@@ -140,13 +156,7 @@ fn checks_not_passed(t: &Trial) -> Vec<String> {
 /// Every series case in the catalogue is listed with the mode that proves it can fail.
 #[test]
 fn every_series_case_has_a_mode_that_fails_it() {
-    let cat = Catalogue::embedded().expect("the catalogue loads");
-    let series: Vec<&str> = cat
-        .cases
-        .iter()
-        .filter(|c| c.spec.series.is_some())
-        .map(|c| c.id.as_str())
-        .collect();
+    let series = series_cases(|_| true);
     let listed: Vec<&str> = PROVEN_BY.iter().map(|(id, _)| *id).collect();
     assert_eq!(
         series, listed,
@@ -170,12 +180,8 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
     for mode in modes() {
         let trials = series_trials(&["--serve", &served(mode)]);
         for t in &trials {
-            let made_for = PROVEN_BY
-                .iter()
-                .find(|(id, _)| *id == t.id)
-                .and_then(|(_, by)| by.iter().find(|(m, _)| *m == mode));
-            match made_for {
-                Some((_, check)) => {
+            match proving_check(&t.id, mode) {
+                Some(check) => {
                     let id = &t.id;
                     assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
                     // Its own oracle says so; nothing else fails but what the same bug shows.
@@ -208,14 +214,8 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
 /// child, so it is read without `--serve`; there is no other connection to ping.
 #[test]
 fn over_stdio_the_witness_passes_and_each_fails_on_its_mode() {
-    let cat = Catalogue::embedded().expect("the catalogue loads");
-    let over_stdio: Vec<&str> = cat
-        .cases
-        .iter()
-        .filter(|c| c.spec.series.is_some())
-        .filter(|c| c.applies_to_transport(mcp_gauntlet::case::TransportKind::Stdio))
-        .map(|c| c.id.as_str())
-        .collect();
+    let over_stdio =
+        series_cases(|c| c.applies_to_transport(mcp_gauntlet::case::TransportKind::Stdio));
     assert!(over_stdio.len() >= 10, "{over_stdio:?}");
     let stdio_trials = |broken: &[&str]| {
         let trials = series_trials(&["--stdio", &stdio_witness_command(broken)]);
@@ -240,12 +240,8 @@ fn over_stdio_the_witness_passes_and_each_fails_on_its_mode() {
     ] {
         let trials = stdio_trials(&[mode]);
         for t in &trials {
-            let made_for = PROVEN_BY
-                .iter()
-                .find(|(id, _)| *id == t.id)
-                .and_then(|(_, by)| by.iter().find(|(m, _)| *m == mode));
-            match made_for {
-                Some((_, check)) => {
+            match proving_check(&t.id, mode) {
+                Some(check) => {
                     assert_eq!(t.verdict, "warn", "{mode}: {t:?}");
                     assert_eq!(checks_not_passed(t), [check.to_string()], "{mode}: {t:?}");
                 }
@@ -268,13 +264,7 @@ fn the_reference_gate_passes_every_series_case() {
     let trials = series_trials(&["--gate", &gate, "--gate-codes", "reference"]);
     // Every series written for gates (the idle keep-alive one is not: a gate's own pool of
     // connections to its server may rightly keep what its clients' requests opened).
-    let cat = Catalogue::embedded().expect("the catalogue loads");
-    let for_gates = cat
-        .cases
-        .iter()
-        .filter(|c| c.spec.series.is_some())
-        .filter(|c| c.applies_to_profile(mcp_gauntlet::case::Profile::Gate))
-        .count();
+    let for_gates = series_cases(|c| c.applies_to_profile(mcp_gauntlet::case::Profile::Gate)).len();
     assert_eq!(for_gates, PROVEN_BY.len() - 1);
     assert_eq!(trials.len(), for_gates, "{trials:?}");
     for t in &trials {

@@ -243,6 +243,25 @@ pub struct BaselineSeen {
     pub elapsed: Duration,
 }
 
+impl BaselineSeen {
+    /// What a baseline's own series saw and the kinds of answer it got, the first step's first.
+    pub(crate) fn of(seen: &SeriesSeen, kinds: &[StepKind]) -> BaselineSeen {
+        let first = kinds.first();
+        BaselineSeen {
+            sent: seen.sent,
+            cpu_ms: seen
+                .before
+                .zip(seen.after)
+                .map(|(b, a)| a.cpu_ms.saturating_sub(b.cpu_ms)),
+            answer: first.map(|k| k.key.clone()).unwrap_or_default(),
+            bytes: first
+                .and_then(|k| k.observation.request_extent)
+                .map(|e| e.bytes as u64),
+            elapsed: seen.elapsed,
+        }
+    }
+}
+
 /// One kind of answer in a series: how many steps got it and the first one's observation.
 #[derive(Debug, Clone)]
 pub struct StepKind {

@@ -25,17 +25,14 @@ pub(super) async fn run_stdio(
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
     let deadline = settings.case_ends(case);
-    let (command, own_log) = case_command(case, target);
-    let witness = own_log.as_ref().or(witness);
-    let spawned = StdioCommand::parse(&command).and_then(|cmd| StdioProcess::spawn(&cmd));
-    let mut proc = match spawned {
-        Ok(p) => p,
+    let (mut proc, own_log) = match start_process(case, target, deadline) {
+        Ok(started) => started,
         Err(e) => {
             obs.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
-    proc.bound_writes(deadline);
+    let witness = own_log.as_ref().or(witness);
     let mut ph = client_placeholders(settings);
     let mut lines: Vec<Line> = Vec::new();
     let modern = modern_setup(case, settings);
@@ -105,11 +102,24 @@ pub(super) async fn run_stdio(
     obs
 }
 
+/// A fresh process of `target` for `case`, its writes bounded by `deadline`, and the reader of
+/// its own witness log when its command asks for one.
+pub(super) fn start_process(
+    case: &Case,
+    target: &StdioTarget<'_>,
+    deadline: Instant,
+) -> Result<(StdioProcess, Option<WitnessView>), TransportError> {
+    let (command, own_log) = case_command(case, target);
+    let mut proc = StdioCommand::parse(&command).and_then(|cmd| StdioProcess::spawn(&cmd))?;
+    proc.bound_writes(deadline);
+    Ok((proc, own_log))
+}
+
 /// The target's command for `case`, with a witness log of its own when the command asks for one
 /// (`{witness_log}`), and that log's reader. The log's name is unique in the process: lanes
 /// share a folder, and one case runs at once on several lanes (personalities, versions), each
 /// run truncating the log it opens.
-pub(super) fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<WitnessView>) {
+fn case_command(case: &Case, target: &StdioTarget<'_>) -> (String, Option<WitnessView>) {
     match target.log_dir {
         Some(dir) if target.command.contains("{witness_log}") => {
             let path = case_log(dir, &case.id);

@@ -280,20 +280,7 @@ async fn run_baseline(
         budget_end: budget_end(&shared.series, &shared.settings),
     });
     let (seen, steps) = drive(&own, pid).await;
-    let kinds = steps.kinds_in_order();
-    let first = kinds.first();
-    crate::transport::BaselineSeen {
-        sent: seen.sent,
-        cpu_ms: seen
-            .before
-            .zip(seen.after)
-            .map(|(b, a)| a.cpu_ms.saturating_sub(b.cpu_ms)),
-        answer: first.map(|k| k.key.clone()).unwrap_or_default(),
-        bytes: first
-            .and_then(|k| k.observation.request_extent)
-            .map(|e| e.bytes as u64),
-        elapsed: seen.elapsed,
-    }
+    crate::transport::BaselineSeen::of(&seen, &steps.kinds_in_order())
 }
 
 /// `close_each`: why the case does not apply when the server does not let clients end their

@@ -6,7 +6,7 @@
 //! and is the alive probe. stdio has one client: there is no other connection to ping, and the
 //! findings say so. Nothing here decides pass or fail.
 
-use super::over_stdio::{case_command, handshake, read_lines, StdioTarget};
+use super::over_stdio::{handshake, read_lines, start_process, StdioTarget};
 use super::series::{budget_end, fresh_tag, keep_kind_in, steps_forwarded, template_prefix_of};
 use super::stdio_request::{line_body, read_until_answer};
 use super::*;
@@ -30,17 +30,14 @@ pub(super) async fn run_stdio_series(
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let end = budget_end(series, settings);
-    let (command, own_log) = case_command(case, target);
-    let witness = own_log.as_ref().or(witness);
-    let spawned = StdioCommand::parse(&command).and_then(|cmd| StdioProcess::spawn(&cmd));
-    let mut proc = match spawned {
-        Ok(p) => p,
+    let (proc, own_log) = match start_process(case, target, end) {
+        Ok(started) => started,
         Err(e) => {
             obs.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
-    proc.bound_writes(end);
+    let witness = own_log.as_ref().or(witness);
     let mut one = OneProcess {
         proc,
         case,
@@ -149,19 +146,7 @@ impl OneProcess<'_> {
     /// `series.baseline`: the plain request's own steps, first, on the same process.
     async fn baseline(&mut self, plain: &RequestSpec, count: u32) -> BaselineSeen {
         let (seen, kinds) = self.steps(plain, count).await;
-        let first = kinds.first();
-        BaselineSeen {
-            sent: seen.sent,
-            cpu_ms: seen
-                .before
-                .zip(seen.after)
-                .map(|(b, a)| a.cpu_ms.saturating_sub(b.cpu_ms)),
-            answer: first.map(|k| k.key.clone()).unwrap_or_default(),
-            bytes: first
-                .and_then(|k| k.observation.request_extent)
-                .map(|e| e.bytes as u64),
-            elapsed: seen.elapsed,
-        }
+        BaselineSeen::of(&seen, &kinds)
     }
 
     /// `request` written `count` times, each step's answer read before the next; the process
