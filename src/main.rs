@@ -6,6 +6,7 @@ use mcp_gauntlet::case::{Catalogue, Profile};
 use mcp_gauntlet::exit;
 use mcp_gauntlet::run::{self, RunOptions, Target};
 use mcp_gauntlet::settings::{CodeTable, DenyStyle, Settings};
+use mcp_gauntlet::target::SseAt;
 use mcp_gauntlet::transport::tls::TlsOptions;
 use mcp_gauntlet::versions::Spec;
 use mcp_gauntlet::witness::{self, Broken, Personality, Quirk, Recorder, Witness, WitnessConfig};
@@ -48,7 +49,7 @@ enum Command {
         requests: u64,
     },
     /// Run the witness: a strict, recording MCP server.
-    Witness(WitnessArgs),
+    Witness(Box<WitnessArgs>),
     /// Run the reference gate (the same program as the `reference-gate` binary; see its --help).
     #[command(name = "reference-gate", disable_help_flag = true)]
     ReferenceGate {
@@ -114,6 +115,10 @@ struct TargetArgs {
     /// it at the end.
     #[arg(long)]
     serve: Option<String>,
+    /// A running HTTP+SSE endpoint (the transport of 2024-11-05): the URL whose GET opens the
+    /// event stream, e.g. http://127.0.0.1:8000/sse. Only that transport is tested.
+    #[arg(long)]
+    sse: Option<String>,
 }
 
 /// What the runner may know of an HTTP target's process.
@@ -126,6 +131,12 @@ struct ProcessArgs {
     /// With --serve: the path of the MCP endpoint.
     #[arg(long, default_value = "/mcp")]
     serve_path: String,
+    /// With --http or --serve: where the target may also serve the HTTP+SSE transport
+    /// (2024-11-05), on the same origin; when its GET opens such a stream the target is tested
+    /// over both transports. `none`: look for none. (A --http URL that is itself such a stream
+    /// is tested over that transport.)
+    #[arg(long, default_value = mcp_gauntlet::target::DEFAULT_SSE_PATH)]
+    sse_path: String,
 }
 
 /// How an https target's certificate is checked.
@@ -171,6 +182,7 @@ impl TargetArgs {
                     witness_log,
                     tls,
                     pid: process.pid,
+                    sse: SseAt::Beside(Some(process.sse_path)),
                 },
                 profile,
             )
@@ -179,6 +191,18 @@ impl TargetArgs {
                 Target::Serve {
                     command,
                     path: process.serve_path,
+                    sse: SseAt::Beside(Some(process.sse_path)),
+                },
+                profile,
+            )
+        } else if let Some(url) = self.sse {
+            (
+                Target::Http {
+                    url,
+                    witness_log,
+                    tls: tls.options(),
+                    pid: process.pid,
+                    sse: SseAt::Only,
                 },
                 profile,
             )
@@ -473,8 +497,13 @@ struct RunArgs {
 #[derive(Args, Debug)]
 struct WitnessArgs {
     /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:0); prints `listening http://ADDR/mcp` first.
-    #[arg(long, conflicts_with = "stdio", required_unless_present = "stdio")]
+    #[arg(long, conflicts_with_all = ["stdio", "sse"], required_unless_present_any = ["stdio", "sse"])]
     http: Option<String>,
+    /// Serve the HTTP+SSE transport of 2024-11-05 on ADDR: `GET /sse` opens a session's event
+    /// stream, its `endpoint` event names `/messages?session_id=ID`; prints
+    /// `listening http://ADDR/sse` first. It speaks 2024-11-05 and the legacy versions after it.
+    #[arg(long, value_name = "ADDR", conflicts_with = "stdio")]
+    sse: Option<String>,
     /// Serve on stdin/stdout.
     #[arg(long)]
     stdio: bool,
@@ -495,9 +524,14 @@ struct WitnessArgs {
     /// Append every received message and every tool run to FILE as JSON lines.
     #[arg(long)]
     log: Option<PathBuf>,
-    /// Answer HTTP requests with SSE streams (when the client accepts them) instead of JSON.
-    #[arg(long)]
-    sse: bool,
+    /// Streamable HTTP: answer requests with SSE streams (when the client accepts them)
+    /// instead of JSON.
+    #[arg(long, requires = "http")]
+    sse_answers: bool,
+    /// With --http: also serve the HTTP+SSE transport (2024-11-05) on the same port, at `/sse`
+    /// and `/messages`, as servers that keep it for older clients do.
+    #[arg(long, requires = "http")]
+    also_sse: bool,
     /// Deliberately wrong behaviours, for proving that cases can fail (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',')]
     broken: Vec<Broken>,
@@ -578,7 +612,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command.unwrap_or(Command::Run(Box::new(cli.run))) {
         Command::Run(args) => run_command(*args),
-        Command::Witness(args) => witness_command(args),
+        Command::Witness(args) => witness_command(*args),
         Command::CheckCases { dirs } => check_cases(dirs),
         Command::Advisories => Catalogue::embedded()
             .map(|cat| {
@@ -941,12 +975,32 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         tool_scopes,
         broken: args.broken.into_iter().collect(),
         quirks: args.quirk.into_iter().collect(),
-        sse: args.sse,
+        sse: args.sse_answers,
         personality: args.personality,
-        versions: args.versions,
+        // Over HTTP+SSE it also speaks that transport's 2024-11-05 unless told otherwise.
+        versions: match (
+            args.sse.is_some() || args.also_sse,
+            args.versions.is_empty(),
+        ) {
+            (true, true) => {
+                let mut v = witness::sse::versions();
+                if args.sse.is_none() {
+                    // The modern versions, as the Streamable HTTP witness speaks them.
+                    let legacy = witness::sse::versions();
+                    v.extend(
+                        mcp_gauntlet::versions::KNOWN
+                            .iter()
+                            .filter(|k| !legacy.contains(k)),
+                    );
+                }
+                v
+            }
+            _ => args.versions,
+        },
         canary_text: args.canary_text,
         stateless: args.stateless,
         canary_log: args.canary_log,
+        also_sse: args.also_sse,
     };
     let w = Arc::new(Witness::new(config, recorder));
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -954,6 +1008,10 @@ fn witness_command(args: WitnessArgs) -> anyhow::Result<u8> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        if let Some(addr) = args.sse {
+            witness::process::serve_sse(&addr, w).await?;
+            return Ok(exit::SUCCESS);
+        }
         if let Some(addr) = args.http {
             let tls = match (&args.tls_cert, &args.tls_key) {
                 (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),

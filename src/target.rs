@@ -30,6 +30,8 @@ pub enum Target {
         tls: crate::transport::tls::TlsOptions,
         /// The server's process on this machine (`--pid`), read for memory and CPU.
         pid: Option<u32>,
+        /// Where its HTTP+SSE stream is, if it serves one.
+        sse: SseAt,
     },
     /// An HTTP server the runner starts itself (`--serve`): `{port}` becomes a free loopback
     /// port, where it must serve `path`. The runner knows its process (memory and CPU are
@@ -38,6 +40,8 @@ pub enum Target {
     Serve {
         command: String,
         path: String,
+        /// Where its HTTP+SSE stream is, if it serves one.
+        sse: SseAt,
     },
     Stdio {
         command: String,
@@ -51,6 +55,26 @@ pub enum Target {
         command: String,
     },
 }
+
+/// Where an HTTP target's HTTP+SSE stream (the transport of 2024-11-05) may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseAt {
+    /// The URL given is such a stream, and only it is tested (`--sse`).
+    Only,
+    /// The URL given, if its GET opens such a stream; else beside it, at this path of the same
+    /// origin, if the target serves one there (`--sse-path`, `/sse` unless `none`): then the
+    /// target is tested over both transports.
+    Beside(Option<String>),
+}
+
+impl Default for SseAt {
+    fn default() -> SseAt {
+        SseAt::Beside(Some(DEFAULT_SSE_PATH.to_string()))
+    }
+}
+
+/// Where servers that serve both transports keep their HTTP+SSE stream, unless told otherwise.
+pub const DEFAULT_SSE_PATH: &str = "/sse";
 
 impl Target {
     /// Whether the gate lanes are the reference gate, whose error table is known (the embedded
@@ -141,11 +165,11 @@ impl Lane {
     /// a target that never came up is not reported as rules broken.
     pub fn untestable(&self) -> Option<String> {
         match &self.endpoint {
-            Endpoint::Http(url) if !self.reachable() => Some(format!(
+            Endpoint::Http(url) | Endpoint::Sse(url) if !self.reachable() => Some(format!(
                 "nothing accepts connections at {}:{} (is it running?)",
                 url.host, url.port
             )),
-            Endpoint::Http(_) => None,
+            Endpoint::Http(_) | Endpoint::Sse(_) => None,
             Endpoint::Stdio { command, .. } => {
                 match crate::transport::stdio::StdioCommand::parse(command) {
                     Ok(c) if c.program_found() => None,
@@ -162,7 +186,7 @@ impl Lane {
     /// always count as reachable).
     pub fn reachable(&self) -> bool {
         match &self.endpoint {
-            Endpoint::Http(url) => {
+            Endpoint::Http(url) | Endpoint::Sse(url) => {
                 use std::net::ToSocketAddrs;
                 let addrs = (url.host.as_str(), url.port)
                     .to_socket_addrs()
@@ -231,6 +255,29 @@ async fn serve_witness(
     Ok((url, recorder, task))
 }
 
+/// The strict witness served in-process over HTTP+SSE (speaking 2024-11-05 and the legacy
+/// versions after it): a target instance with its record.
+async fn serve_sse_witness() -> Result<Instance, RunError> {
+    let recorder = Recorder::default();
+    let config = WitnessConfig {
+        versions: witness::sse::versions(),
+        ..WitnessConfig::default()
+    };
+    let w = Arc::new(Witness::new(config, recorder.clone()));
+    let addr = "127.0.0.1:0"
+        .parse()
+        .map_err(|_| RunError::Setup(std::io::Error::other("address")))?;
+    let (addr, task) = witness::sse::spawn(addr, w)
+        .await
+        .map_err(RunError::Witness)?;
+    let url = HttpUrl::parse(&format!("http://{addr}{}", witness::sse::STREAM_PATH))?;
+    Ok(Instance {
+        endpoint: Endpoint::Sse(url),
+        witness: WitnessView::Memory(recorder),
+        tasks: vec![task],
+    })
+}
+
 /// A witness served in-process over HTTP, and its record.
 fn start_witness(
     rt: &Runtime,
@@ -247,6 +294,8 @@ fn start_witness(
 enum InProcess {
     Witness,
     Gate(Personality),
+    /// The witness over HTTP+SSE (2024-11-05).
+    SseWitness,
 }
 
 /// One in-process target the runner serves: where its cases go, its witness's record, and its
@@ -278,6 +327,7 @@ async fn serve(what: InProcess) -> Result<Instance, RunError> {
     let (personality, gated) = match what {
         InProcess::Witness => (Personality::Strict, false),
         InProcess::Gate(p) => (p, true),
+        InProcess::SseWitness => return serve_sse_witness().await,
     };
     let (url, record, witness_task) = serve_witness(personality).await?;
     let mut tasks = vec![witness_task];
@@ -405,6 +455,23 @@ pub fn embedded(
         lanes.push(in_process_gate(rt, keep, p)?);
         lanes.push(gate_stdio_lane(&template, exe, tmp, p));
     }
+    // The witness over HTTP+SSE: its trials take copies of it, as the HTTP witness's do.
+    let mut sse = rt.block_on(serve(InProcess::SseWitness))?;
+    keep.tasks.append(&mut sse.tasks);
+    let Endpoint::Sse(sse_url) = sse.endpoint.clone() else {
+        return Err(RunError::Setup(std::io::Error::other("the SSE witness")));
+    };
+    let mut over_sse_lane = over_sse(
+        plain_lane(
+            TransportKind::Sse,
+            Profile::Server,
+            sse.endpoint.clone(),
+            Some(sse.witness.clone()),
+        ),
+        sse_url,
+    );
+    over_sse_lane.copies = Some(Copies::new(InProcess::SseWitness));
+    lanes.push(over_sse_lane);
     for lane in &mut lanes {
         lane.embedded = true;
     }
@@ -636,7 +703,17 @@ pub(crate) fn plain_lane(
 /// probed on its first lane (`exchange::probe`), and what was found is said on stderr; a target
 /// that answers no probe gets the newest legacy version, with a note.
 pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picked {
-    let first = opened.lanes.first();
+    if opened
+        .lanes
+        .iter()
+        .all(|l| l.id.transport == TransportKind::Sse)
+    {
+        return sse_only(opened, settings);
+    }
+    let first = opened
+        .lanes
+        .iter()
+        .find(|l| l.id.transport != TransportKind::Sse);
     // Given versions over stdio need no probe: statelessness is an HTTP matter.
     let needs_probe = !matches!(spec, Spec::These(_))
         || first.is_some_and(|l| l.id.transport == TransportKind::Http);
@@ -647,6 +724,18 @@ pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -
     });
     if let Some(p) = &probe {
         eprintln!("versions: {}", p.summary());
+    }
+    // The HTTP+SSE lanes beside: what their stream speaks, on the same line's terms.
+    if let Some(lane) = opened
+        .lanes
+        .iter()
+        .find(|l| l.id.transport == TransportKind::Sse && !l.embedded)
+    {
+        let sse = settings.speaking(crate::versions::SSE);
+        let p = opened
+            .rt
+            .block_on(exchange::probe_sse(&lane.endpoint, &sse));
+        eprintln!("versions: [sse] {}", p.sse_summary());
     }
     let accepted = probe
         .as_ref()
@@ -695,6 +784,31 @@ pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -
     }
 }
 
+/// A target of HTTP+SSE lanes only: its lanes speak 2024-11-05 whatever `--spec` says; the
+/// probe (a stream, `initialize`) only tells whether it speaks MCP there at all.
+fn sse_only(opened: &Opened, settings: &Settings) -> Picked {
+    let Some(first) = opened.lanes.first() else {
+        return Picked {
+            versions: Vec::new(),
+            stateless: false,
+            nothing_spoken: None,
+        };
+    };
+    let sse = settings.speaking(crate::versions::SSE);
+    let probe = opened
+        .rt
+        .block_on(exchange::probe_sse(&first.endpoint, &sse));
+    eprintln!("versions: [sse] {}", probe.sse_summary());
+    Picked {
+        versions: vec![crate::versions::SSE],
+        stateless: false,
+        nothing_spoken: probe.speaks_nothing().then(|| match probe.first_refusal() {
+            Some(why) => format!("{why}; {}", probe.summary()),
+            None => probe.summary(),
+        }),
+    }
+}
+
 /// What [`pick_versions`] decided.
 #[derive(Debug, Clone)]
 pub(crate) struct Picked {
@@ -713,8 +827,11 @@ pub(crate) fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
     let versions = &picked.versions;
     let several = versions.len() > 1;
     let newest = versions.iter().max();
+    let (sse, lanes): (Vec<Lane>, Vec<Lane>) = lanes
+        .into_iter()
+        .partition(|l| l.id.transport == TransportKind::Sse);
     let mut out = Vec::new();
-    for v in versions {
+    for v in versions.iter().filter(|_| !lanes.is_empty()) {
         for lane in &lanes {
             if lane.id.downstream.is_some() && Some(v) != newest {
                 continue;
@@ -726,6 +843,8 @@ pub(crate) fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
             out.push(lane);
         }
     }
+    // HTTP+SSE lanes speak their transport's version, once.
+    out.extend(sse);
     out
 }
 
@@ -752,6 +871,7 @@ pub fn resolve(
             witness_log,
             tls,
             pid,
+            sse: _,
         } => {
             let url = HttpUrl::parse_with(url, tls)?;
             // An https target whose certificate is not trusted would fail every case the same
@@ -773,7 +893,7 @@ pub fn resolve(
             lane.watch = pid.map(crate::transport::procfs::Watch::pid);
             (vec![lane], name)
         }
-        Target::Serve { command, path } => (
+        Target::Serve { command, path, .. } => (
             vec![served_lane(command, path, profile, keep)?],
             format!("serve: {command}"),
         ),
@@ -856,6 +976,17 @@ pub(crate) fn open_lanes(
     {
         return Err(refuse(reason));
     }
+    // A gate the runner starts may serve HTTP+SSE to its clients beside Streamable HTTP.
+    let beside = SseAt::default();
+    let sse = match target {
+        Target::Http { sse, .. } | Target::Serve { sse, .. } => Some(sse),
+        Target::Gate { .. } => Some(&beside),
+        _ => None,
+    };
+    if let Some(sse) = sse {
+        let lanes = std::mem::take(&mut opened.lanes);
+        opened.lanes = find_sse(&opened.rt, lanes, sse, settings);
+    }
     let picked = pick_versions(&opened, spec, settings);
     if let Some(found) = picked.nothing_spoken.as_ref().filter(|_| check) {
         return Err(refuse(format!(
@@ -864,6 +995,70 @@ pub(crate) fn open_lanes(
     }
     opened.lanes = with_versions(std::mem::take(&mut opened.lanes), &picked);
     Ok((opened, picked))
+}
+
+/// The lanes of an HTTP target with its HTTP+SSE stream found (`at`): a lane whose URL opens
+/// such a stream becomes a lane of that transport; else one is added beside it when the target
+/// serves a stream at the path `at` names. Each finding is said on stderr.
+fn find_sse(rt: &Runtime, lanes: Vec<Lane>, at: &SseAt, settings: &Settings) -> Vec<Lane> {
+    let speaks = |url: &HttpUrl| {
+        let deadline = tokio::time::Instant::now() + SSE_DETECT;
+        rt.block_on(exchange::SseSession::open(url, settings, deadline))
+            .is_ok()
+    };
+    let mut out = Vec::new();
+    for lane in lanes {
+        let Endpoint::Http(url) = lane.endpoint.clone() else {
+            out.push(lane);
+            continue;
+        };
+        match at {
+            SseAt::Only => out.push(over_sse(lane, url)),
+            SseAt::Beside(_) if speaks(&url) => {
+                eprintln!(
+                    "transport: {} opens an HTTP+SSE stream (2024-11-05): tested over that transport",
+                    url.to_url()
+                );
+                out.push(over_sse(lane, url));
+            }
+            SseAt::Beside(path) => {
+                let beside = path.as_deref().filter(|p| *p != "none").map(|p| {
+                    let mut u = url.clone();
+                    u.path = if p.starts_with('/') {
+                        p.to_string()
+                    } else {
+                        format!("/{p}")
+                    };
+                    u
+                });
+                let sse = beside.filter(|u| speaks(u)).map(|u| {
+                    eprintln!(
+                        "transport: {} also serves HTTP+SSE (2024-11-05) at {}: tested over both transports",
+                        url.to_url(),
+                        u.to_url()
+                    );
+                    over_sse(lane.clone(), u)
+                });
+                out.push(lane);
+                out.extend(sse);
+            }
+        }
+    }
+    out
+}
+
+/// How long the runner waits for a URL's GET to open an HTTP+SSE stream with its `endpoint`.
+const SSE_DETECT: Duration = Duration::from_secs(2);
+
+/// `lane` made a lane of the HTTP+SSE transport at `url`: it speaks 2024-11-05, and says so in
+/// its name.
+pub(crate) fn over_sse(mut lane: Lane, url: HttpUrl) -> Lane {
+    lane.endpoint = Endpoint::Sse(url);
+    lane.id.transport = TransportKind::Sse;
+    lane.id.version = crate::versions::SSE;
+    lane.id.version_in_name = true;
+    lane.copies = None;
+    lane
 }
 
 /// Start what `target` needs and resolve it to lanes.

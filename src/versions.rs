@@ -130,6 +130,9 @@ pub(crate) const PUBLISHED: &[Version] = &[
 
 /// Versions the suite runs, oldest first (`--spec all`).
 pub const KNOWN: &[Version] = &[Version::new(2025, 6, 18), NEWEST_LEGACY, MODERN_FIRST];
+/// The version of the HTTP+SSE transport (a GET event stream, POSTs to the URL it names): its
+/// lanes speak it, and only it.
+pub const SSE: Version = Version::new(2024, 11, 5);
 /// The first version without a handshake.
 pub(crate) const MODERN_FIRST: Version = Version::new(2026, 7, 28);
 /// The newest version the suite knows.

@@ -16,6 +16,28 @@ use std::path::PathBuf;
 /// Modes that only an HTTP witness has (their stdio run would be the plain witness's).
 const HTTP_ONLY: &[&str] = &["plain-refusals", "get-stream", "shared-transport"];
 
+/// Modes of the HTTP+SSE front only (their HTTP and stdio runs would be the plain witness's).
+const SSE_ONLY: &[&str] = &[
+    "sse-any-session",
+    "sse-prototype-sessions",
+    "sse-wrong-stream",
+    "sse-keep-ended-sessions",
+];
+
+/// Modes the HTTP+SSE front does not have (a framing, header or session rule of Streamable HTTP
+/// or stdio): their SSE run would be the plain witness's, and is not made.
+const NOT_OVER_SSE: &[&str] = &[
+    "lax-framing",
+    "banner",
+    "lax-http",
+    "keep-after-400",
+    "lax-binding",
+    "legacy-batch",
+    "plain-refusals",
+    "get-stream",
+    "shared-transport",
+];
+
 /// Modes whose bug shows only on a server that keeps no sessions: their witness is `--stateless`.
 const STATELESS: &[&str] = &["get-stream"];
 
@@ -56,15 +78,29 @@ fn failing(mode: &str) -> Vec<Failing> {
     } else {
         HttpWitness::start(&broken, None)
     };
+    let over_sse = HttpWitness::start_sse(&["--broken", mode]);
     let mut lines = Vec::new();
     let stdio_cmd = stdio_witness_command(&broken);
-    let mut runs = vec![vec!["--http", witness.url.as_str()]];
-    if !HTTP_ONLY.contains(&mode) {
-        runs.push(vec!["--stdio", stdio_cmd.as_str()]);
+    let mut runs = Vec::new();
+    if !SSE_ONLY.contains(&mode) {
+        runs.push(vec!["--http", witness.url.as_str(), "--spec", VERSIONS]);
+    }
+    if !HTTP_ONLY.contains(&mode) && !SSE_ONLY.contains(&mode) {
+        runs.push(vec!["--stdio", stdio_cmd.as_str(), "--spec", VERSIONS]);
+    }
+    // An HTTP+SSE run speaks its one version. Modes that route by session or id alone run one
+    // trial at a time, so that a trial meets only its own requests.
+    if !NOT_OVER_SSE.contains(&mode) {
+        let routing = ["sse-any-session", "sse-wrong-stream"].contains(&mode);
+        let sse_jobs = if routing { "1" } else { jobs };
+        runs.push(vec!["--sse", over_sse.url.as_str(), "--jobs", sse_jobs]);
     }
     for args in runs {
         let mut args = args;
-        args.extend(["--timeout-scale", scale, "--jobs", jobs, "--spec", VERSIONS]);
+        args.extend(["--timeout-scale", scale]);
+        if !args.contains(&"--jobs") {
+            args.extend(["--jobs", jobs]);
+        }
         // Series cases are proven in tests/series.rs, against the witness's process.
         let (_, report) = run_with_report(&args, &SERIES_SKIPPED);
         for t in report.results {
@@ -189,6 +225,10 @@ broken_mode! {
     refuses_in_plain_text => "plain-refusals",
     streams_nothing_on_get_without_sessions => "get-stream",
     routes_answers_by_id_alone => "shared-transport",
+    takes_any_session_over_sse => "sse-any-session",
+    crashes_on_prototype_session_ids => "sse-prototype-sessions",
+    routes_sse_answers_by_id_alone => "sse-wrong-stream",
+    keeps_sessions_after_their_stream => "sse-keep-ended-sessions",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only
@@ -230,7 +270,13 @@ fn every_case_can_fail() {
             {
                 continue;
             }
-            let keys: Vec<String> = VERSIONS
+            // HTTP+SSE lanes speak 2024-11-05 only.
+            let versions = if t == TransportKind::Sse {
+                "2024-11-05"
+            } else {
+                VERSIONS
+            };
+            let keys: Vec<String> = versions
                 .split(',')
                 .filter(|v| case.applies_to_version(version(v)))
                 .map(|v| format!("{} {v} {}", t.as_str(), case.id))

@@ -29,9 +29,53 @@ fn witness_passes_over_http() {
     assert_all_pass(&report);
 }
 
+/// The witness over HTTP+SSE passes the catalogue (its strictest reading too), every trial in
+/// the `[sse 2024-11-05]` lane, the `sse/` family among them; a `--http` URL that opens such a
+/// stream is found to be one and tested over that transport.
+#[test]
+fn witness_passes_over_sse() {
+    let w = HttpWitness::start_sse(&[]);
+    for target in ["--sse", "--http"] {
+        let (code, report) = run_with_report(&[target, &w.url, "--strict"], &[]);
+        assert_eq!(code, i32::from(exit::SUCCESS), "{target}");
+        assert_all_pass(&report);
+        assert!(report
+            .results
+            .iter()
+            .all(|t| t.transport == "sse" && t.version == "2024-11-05"));
+        let family = report
+            .results
+            .iter()
+            .filter(|t| t.id.starts_with("sse/") && t.verdict == "pass")
+            .count();
+        assert!(family >= 10, "{target}: {family} sse/ trials passed");
+    }
+}
+
+/// A target that serves both transports on one origin (Streamable HTTP, and HTTP+SSE at
+/// `/sse`) is tested over both by default, and the report tells them apart; `--sse-path none`
+/// looks for no stream.
+#[test]
+fn a_target_serving_both_transports_is_tested_on_both() {
+    let w = HttpWitness::start_with(&["--also-sse"]);
+    let (code, report) = run_with_report(&["--http", &w.url], &[]);
+    assert_eq!(code, i32::from(exit::SUCCESS));
+    assert_all_pass(&report);
+    let ran = |transport: &str| {
+        report
+            .results
+            .iter()
+            .filter(|t| t.transport == transport && t.verdict == "pass")
+            .count()
+    };
+    assert!(ran("http") >= 60 && ran("sse") >= 60);
+    let (_, report) = run_with_report(&["--http", &w.url, "--sse-path", "none"], &[]);
+    assert!(report.results.iter().all(|t| t.transport == "http"));
+}
+
 #[test]
 fn witness_passes_over_http_with_sse_answers() {
-    let w = HttpWitness::start_with(&["--sse"]);
+    let w = HttpWitness::start_with(&["--sse-answers"]);
     let (code, report) = run_with_report(&["--http", &w.url, "--strict"], &[]);
     assert_eq!(code, i32::from(exit::SUCCESS));
     assert_all_pass(&report);

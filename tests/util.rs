@@ -72,8 +72,17 @@ impl HttpWitness {
 
     /// A witness listening on `addr`.
     pub fn start_at(addr: &str, extra: &[&str]) -> HttpWitness {
+        HttpWitness::serve("--http", addr, extra)
+    }
+
+    /// A witness serving the HTTP+SSE transport (2024-11-05): its `url` is the stream's.
+    pub fn start_sse(extra: &[&str]) -> HttpWitness {
+        HttpWitness::serve("--sse", "127.0.0.1:0", extra)
+    }
+
+    fn serve(front: &str, addr: &str, extra: &[&str]) -> HttpWitness {
         let mut cmd = Command::new(bin());
-        cmd.args(["witness", "--http", addr]).args(extra);
+        cmd.args(["witness", front, addr]).args(extra);
         let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

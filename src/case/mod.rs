@@ -12,7 +12,7 @@ pub use model::{
     AliveProbe, AuthNeed, BodySpec, Caller, CaseSpec, ChallengeSpec, CodePattern, ContentCoding,
     Discover, EitherWord, Expect, Forwarding, HoldSpec, IdRule, Level, MappingNeed, NestSpec,
     OneOrMany, Outcome, Profile, RepeatSpec, RequestSpec, SeriesExpect, SeriesSpec, SessionMode,
-    StatusPattern, TransportKind, Trickle, VersionRange,
+    SseSpec, SseStream, StatusPattern, TransportKind, Trickle, VersionRange,
 };
 
 use crate::versions::Version;
@@ -56,6 +56,8 @@ pub(crate) const PLACEHOLDERS: &[&str] = &[
     "fresh",
     "template_prefix",
     "liveness_method",
+    "message_path",
+    "session_param",
 ];
 
 /// Whether `name` is a placeholder a case may use: one of [`PLACEHOLDERS`] or a token of the
@@ -180,9 +182,15 @@ pub struct Case {
 }
 
 impl Case {
+    /// Whether the case can be carried over `t`: it lists `t` (or no transports at all), and
+    /// over HTTP+SSE (whose every session is a stream, and whose answers come on it) it is not
+    /// about a server without sessions (`stateless`), a series, or raw bytes.
     pub fn applies_to_transport(&self, t: TransportKind) -> bool {
-        self.spec.transports.as_ref().is_none_or(|v| v.contains(&t))
-            && !(self.spec.request.raw_http.is_some() && t != TransportKind::Http)
+        let s = &self.spec;
+        let streamable_only = s.stateless || s.series.is_some();
+        s.transports.as_ref().is_none_or(|v| v.contains(&t))
+            && !(s.request.raw_http.is_some() && t != TransportKind::Http)
+            && !(t == TransportKind::Sse && streamable_only)
     }
 
     /// Whether any of the case's expectations bounds the server's memory growth.
@@ -646,6 +654,12 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
         return Err(invalid(path, "`timeout_ms` must be 1..=600000"));
     }
     validate_clients(path, text, spec)?;
+    if spec.sse.is_some() && spec.transports.as_deref() != Some(&[TransportKind::Sse]) {
+        return Err(invalid(
+            path,
+            "`sse` says what becomes of an HTTP+SSE stream: its `transports` are `[\"sse\"]`",
+        ));
+    }
     validate_series(path, text, spec)
 }
 
@@ -672,6 +686,16 @@ fn validate_series_expect(
         ));
     }
     Ok(())
+}
+
+/// Whether the case names its transports, and each is one over HTTP connections (Streamable
+/// HTTP, or HTTP+SSE's POSTs).
+fn over_http_only(spec: &CaseSpec) -> bool {
+    spec.transports.as_deref().is_some_and(|t| {
+        !t.is_empty()
+            && t.iter()
+                .all(|t| matches!(t, TransportKind::Http | TransportKind::Sse))
+    })
 }
 
 /// A series: over HTTP (each step a request of its own), within its bounds, its per-step
@@ -842,10 +866,10 @@ fn validate_clients(path: &str, text: &str, spec: &CaseSpec) -> Result<(), CaseE
     if !(2..=16).contains(&n) {
         return Err(invalid(path, "`clients` must be 2..=16"));
     }
-    if spec.transports.as_deref() != Some(&[TransportKind::Http]) {
+    if !over_http_only(spec) {
         return Err(invalid(
             path,
-            "a `clients` case needs `\"transports\": [\"http\"]` (a stdio process has one client)",
+            "a `clients` case needs `\"transports\"` of `http`, `sse` or both (a stdio process has one client)",
         ));
     }
     if spec.request.raw_http.is_some() || spec.caller.is_some() {
@@ -920,11 +944,10 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             ));
         }
     }
-    if req.content_encoding.is_some() && spec.transports.as_deref() != Some(&[TransportKind::Http])
-    {
+    if req.content_encoding.is_some() && !over_http_only(spec) {
         return Err(invalid(
             path,
-            "a `content_encoding` case needs `\"transports\": [\"http\"]`",
+            "a `content_encoding` case needs `\"transports\": [\"http\"]` (or `[\"http\", \"sse\"]`)",
         ));
     }
     if let Some(m) = &req.method {
@@ -942,12 +965,13 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if let Some(p) = &req.path {
         // `{{path}}` or `{{path_upper}}` (the target's own path, as it is or in capitals) may
         // start it: a case adds a query or another spelling to it.
-        let rooted =
-            p.starts_with('/') || p.starts_with("{{path}}") || p.starts_with("{{path_upper}}");
+        let rooted = ["/", "{{path}}", "{{path_upper}}", "{{message_path}}"]
+            .iter()
+            .any(|start| p.starts_with(start));
         if !rooted || p.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(invalid(
                 path,
-                "`path` must start with `/`, `{{path}}` or `{{path_upper}}` and hold no spaces or controls",
+                "`path` must start with `/`, `{{path}}`, `{{path_upper}}` or `{{message_path}}` and hold no spaces or controls",
             ));
         }
     }
@@ -1006,7 +1030,8 @@ fn validate_expectations(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             .as_ref()
             .is_some_and(|o| o.as_slice().contains(&Outcome::Closed))
     };
-    let http_only = spec.transports.as_deref() == Some(&[TransportKind::Http][..]);
+    // A POST over HTTP+SSE is an HTTP connection too.
+    let http_only = over_http_only(spec);
     let sets = std::iter::once(&spec.expect)
         .chain(spec.strict.iter())
         .chain(spec.prefer.iter())
@@ -1015,7 +1040,7 @@ fn validate_expectations(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     if !http_only && sets.into_iter().any(lists_closed) {
         return Err(invalid(
             path,
-            "outcome `closed` is an HTTP connection's: the case must say `\"transports\": [\"http\"]`",
+            "outcome `closed` is an HTTP connection's: the case must say `\"transports\": [\"http\"]` (or `[\"http\", \"sse\"]`)",
         ));
     }
     for (key, narrower) in [

@@ -37,16 +37,25 @@ pub enum Level {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
+    /// Streamable HTTP.
     Http,
     Stdio,
+    /// HTTP+SSE, the transport of 2024-11-05: a GET event stream and POSTs to the URL its
+    /// `endpoint` event names.
+    Sse,
 }
 
 impl TransportKind {
-    pub const ALL: [TransportKind; 2] = [TransportKind::Http, TransportKind::Stdio];
+    pub const ALL: [TransportKind; 3] = [
+        TransportKind::Http,
+        TransportKind::Stdio,
+        TransportKind::Sse,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             TransportKind::Http => "http",
             TransportKind::Stdio => "stdio",
+            TransportKind::Sse => "sse",
         }
     }
 }
@@ -104,6 +113,26 @@ impl AliveProbe {
     fn is_ping(&self) -> bool {
         *self == AliveProbe::Ping
     }
+}
+
+/// What becomes of the session's stream before the case's POST, over HTTP+SSE (`sse`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SseSpec {
+    #[serde(default)]
+    pub stream: SseStream,
+}
+
+/// The state of the session's stream when the case's bytes are POSTed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SseStream {
+    /// Open and read (as for every case without `sse`).
+    #[default]
+    Open,
+    /// Closed by the client (after the handshake): the case's bytes then go to the message URL
+    /// of a session whose stream is gone, and the POST's own answer is the case's.
+    Closed,
 }
 
 /// How a series repeats its request (`series`).
@@ -380,6 +409,10 @@ pub struct CaseSpec {
     /// `{{fresh}}` anew; `expect` judges every step's answer, `expect.series` the whole series.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<SeriesSpec>,
+    /// HTTP+SSE only (its `transports` are `["sse"]`): the session's stream before the case's
+    /// POST (`{"stream": "closed"}`: closed by the client first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sse: Option<SseSpec>,
     pub request: RequestSpec,
     pub expect: Expect,
     #[serde(default)]

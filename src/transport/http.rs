@@ -202,13 +202,26 @@ pub async fn exchange(
     deadline: Instant,
     sse: SseRead,
 ) -> Result<HttpResponse, TransportError> {
+    let stream = connect(url, deadline).await?;
+    exchange_on(stream, wire, deadline, sse).await
+}
+
+/// A connection to an HTTP target, plain or TLS.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+/// Connect to `url` (and finish the TLS handshake of an `https` one) before `deadline`.
+pub(crate) async fn connect(
+    url: &HttpUrl,
+    deadline: Instant,
+) -> Result<Box<dyn Io>, TransportError> {
     let stream = tokio::time::timeout_at(deadline, TcpStream::connect(url.connect_addr()))
         .await
         .map_err(|_| TransportError::Timeout("connect"))?
         .map_err(TransportError::Connect)?;
     let _ = stream.set_nodelay(true);
     let Some(Tls(config)) = &url.tls else {
-        return exchange_on(stream, wire, deadline, sse).await;
+        return Ok(Box::new(stream));
     };
     let name = reference_gate::tls::server_name(&url.host)
         .ok_or_else(|| TransportError::BadTarget(url.to_url()))?;
@@ -217,7 +230,7 @@ pub async fn exchange(
         .await
         .map_err(|_| TransportError::Timeout("TLS handshake"))?
         .map_err(TransportError::Tls)?;
-    exchange_on(stream, wire, deadline, sse).await
+    Ok(Box::new(stream))
 }
 
 /// A request's head on the wire: its request line and `headers` in order, then the blank line.
@@ -332,19 +345,14 @@ where
     read
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "an incremental HTTP/1.1 response reader (heads until a final one, then length, chunked or close framing, SSE stopping at the first response, trailing bytes) over one buffer whose state every step shares"
-)]
-async fn read_response<R: AsyncReadExt + Unpin>(
+/// Read response heads until a final (non-1xx) one: that head, and what was read past it.
+pub(crate) async fn read_head<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     deadline: Instant,
-    sse: SseRead,
-) -> Result<HttpResponse, TransportError> {
+) -> Result<(HttpResponse, Vec<u8>), TransportError> {
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 64 * 1024];
-    // Read heads until a final (non-1xx) one.
-    let (mut resp, mut rest) = loop {
+    loop {
         let head_end = loop {
             if let Some(i) = find(&buf, b"\r\n\r\n") {
                 break i + 4;
@@ -384,8 +392,21 @@ async fn read_response<R: AsyncReadExt + Unpin>(
             buf = rest;
             continue;
         }
-        break (resp, rest);
-    };
+        return Ok((resp, rest));
+    }
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "an incremental HTTP/1.1 response reader (heads until a final one, then length, chunked or close framing, SSE stopping at the first response, trailing bytes) over one buffer whose state every step shares"
+)]
+async fn read_response<R: AsyncReadExt + Unpin>(
+    reader: &mut R,
+    deadline: Instant,
+    sse: SseRead,
+) -> Result<HttpResponse, TransportError> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let (mut resp, mut rest) = read_head(reader, deadline).await?;
 
     if resp.status == 204 || resp.status == 304 || (sse == SseRead::HeadOnly && resp.is_sse()) {
         return Ok(resp);
@@ -449,7 +470,7 @@ async fn read_response<R: AsyncReadExt + Unpin>(
     }
 }
 
-async fn read_some<R: AsyncReadExt + Unpin>(
+pub(crate) async fn read_some<R: AsyncReadExt + Unpin>(
     reader: &mut R,
     buf: &mut [u8],
     deadline: Instant,
@@ -466,7 +487,12 @@ async fn read_some<R: AsyncReadExt + Unpin>(
     }
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+/// Where the last `needle` in `hay` starts.
+pub(crate) fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).rposition(|w| w == needle)
+}
+
+pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
@@ -530,18 +556,18 @@ pub(crate) fn responses_in(bytes: &[u8]) -> Vec<(u16, Vec<u8>)> {
 
 /// Incremental decoder for `Transfer-Encoding: chunked`.
 #[derive(Debug, Default)]
-struct ChunkDecoder {
+pub(crate) struct ChunkDecoder {
     pending: Vec<u8>,
     /// Bytes of chunk data still expected (plus its CRLF).
     remaining: Option<usize>,
-    done: bool,
+    pub(crate) done: bool,
 }
 
 #[derive(Debug)]
-struct BadChunk;
+pub(crate) struct BadChunk;
 
 impl ChunkDecoder {
-    fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), BadChunk> {
+    pub(crate) fn feed(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), BadChunk> {
         self.pending.extend_from_slice(data);
         loop {
             if self.done {

@@ -11,6 +11,7 @@ pub mod exchange;
 pub mod http;
 mod pacing;
 pub mod procfs;
+pub(crate) mod sse;
 pub mod stdio;
 pub mod tls;
 
@@ -166,6 +167,21 @@ pub struct Observation {
     /// What the exchange learned makes the case not apply to this target (a series that needs
     /// a resource template, on a server that lists none): the trial is shown as not run, why.
     pub inapplicable: Option<String>,
+    /// HTTP+SSE (2024-11-05): the session's stream and the POST of the case.
+    pub sse: Option<SseSeen>,
+}
+
+/// What the HTTP+SSE transport showed of one case beside its answer.
+#[derive(Debug, Clone, Default)]
+pub struct SseSeen {
+    /// The stream's `endpoint` event, as sent.
+    pub endpoint: String,
+    /// The case's POST, when the server accepted it (2xx): its answer then came on the stream.
+    pub post: Option<HttpSeen>,
+    /// Events on the stream that were neither messages nor the first `endpoint` (`event: data`).
+    pub stray_events: Vec<String>,
+    /// The stream ended while the runner read the case's answer: closed, or why it broke.
+    pub stream_ended: Option<String>,
 }
 
 /// What a series sent, got and cost the target.
@@ -358,6 +374,7 @@ impl Observation {
             meta_sent: None,
             series: None,
             inapplicable: None,
+            sse: None,
         }
     }
 

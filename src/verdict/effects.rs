@@ -22,7 +22,12 @@ impl Judge<'_> {
     pub(super) fn resources(&mut self) {
         const MIB: f64 = 1024.0 * 1024.0;
         let obs = self.obs;
-        if let (Some(max), Some(h)) = (self.expect.max_body_sent, &obs.http) {
+        // Over HTTP+SSE an accepted POST is not the answer, but it is what the body cost.
+        let post = obs
+            .http
+            .as_ref()
+            .or(obs.sse.as_ref().and_then(|s| s.post.as_ref()));
+        if let (Some(max), Some(h)) = (self.expect.max_body_sent, post) {
             if h.body_sent > max {
                 self.add(
                     Check::Resources,

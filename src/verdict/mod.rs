@@ -283,7 +283,7 @@ pub(crate) fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Obse
         Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
         Ending::Closed
             if obs.http.is_none()
-                && ctx.transport == TransportKind::Http
+                && matches!(ctx.transport, TransportKind::Http | TransportKind::Sse)
                 && listed(Outcome::Closed) =>
         {
             return Observed::Outcome(Outcome::Closed)

@@ -10,6 +10,8 @@
 
 pub mod http;
 pub mod process;
+mod rules;
+pub mod sse;
 pub mod stdio;
 
 pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
@@ -139,6 +141,22 @@ pub enum Broken {
     /// ended (a socket never closed when its client went away): descriptors grow with every
     /// connection until the process can open no more.
     KeepClosedConnections,
+    /// HTTP+SSE: looks sessions up the way a JavaScript object is indexed
+    /// (`transports[req.query.sessionId]`): `toString`, `constructor`, `__proto__`,
+    /// `hasOwnProperty` and the other names every object has are found, are not sessions, and a
+    /// POST naming one crashes the handler (500 and the TypeError's stack), as a gateway did.
+    SsePrototypeSessions,
+    /// HTTP+SSE: routes an answer by its request id alone, to the stream of the session that
+    /// last POSTed that id (a request waits up to 150 ms for another with the same id), so two
+    /// clients with the same id get each other's answers.
+    SseWrongStream,
+    /// HTTP+SSE: ignores the session the message URL names: a POST naming none, or one it does
+    /// not know, goes to the newest open session (a server that keeps one transport, for
+    /// whoever connected last).
+    SseAnySession,
+    /// HTTP+SSE: a session outlives its stream: a POST to a session whose client has gone is
+    /// still accepted (202) and run, its answer sent nowhere.
+    SseKeepEndedSessions,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -183,6 +201,9 @@ pub struct WitnessConfig {
     /// A file the canary appends a line to each time it runs: the kind of execution side
     /// channel `run --canary-log` watches on real servers.
     pub canary_log: Option<std::path::PathBuf>,
+    /// Streamable HTTP: also serve the HTTP+SSE transport (2024-11-05) on the same port, at
+    /// `/sse` and `/messages`, as servers that keep it for older clients do.
+    pub also_sse: bool,
     /// HTTP: require a valid OAuth access token on every request, checked as the reference
     /// gate checks them (the positive control of the `auth/` cases).
     pub auth: Option<std::sync::Arc<reference_gate::auth::Verifier>>,

@@ -74,3 +74,18 @@ pub async fn serve_http(
     }
     Ok(())
 }
+
+/// Serve `witness` over HTTP+SSE (2024-11-05) on `addr` until killed; prints `listening
+/// http://ADDR/sse` first.
+pub async fn serve_sse(addr: &str, witness: Arc<Witness>) -> Result<(), WitnessSetupError> {
+    let resolved = tokio::net::lookup_host(addr)
+        .await?
+        .next()
+        .ok_or_else(|| WitnessSetupError::Resolve(addr.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(resolved).await?;
+    let local = listener.local_addr()?;
+    println!("listening http://{local}{}", super::sse::STREAM_PATH);
+    std::io::Write::flush(&mut std::io::stdout())?;
+    super::sse::serve(listener, witness).await;
+    Ok(())
+}

@@ -20,6 +20,7 @@ mod clients;
 mod held;
 mod http_request;
 mod over_http;
+mod over_sse;
 mod over_stdio;
 mod probe;
 mod series;
@@ -27,9 +28,11 @@ mod stdio_request;
 mod stdio_series;
 
 use self::over_http::run_http;
+use self::over_sse::run_sse;
+pub(crate) use self::over_sse::SseSession;
 use self::over_stdio::{run_stdio, StdioTarget};
 use self::probe::order_probe;
-pub(crate) use self::probe::{probe, Probe};
+pub(crate) use self::probe::{probe, probe_sse, Probe};
 
 /// The id of the runner's own initialize, barrier and probe requests.
 pub(crate) const INIT_ID: &str = "gauntlet-init";
@@ -53,6 +56,8 @@ pub enum Endpoint {
         /// What the run learned about how the target orders its answers (the settle window).
         pacing: std::sync::Arc<Pacing>,
     },
+    /// An HTTP+SSE (2024-11-05) endpoint: the URL whose GET opens the event stream.
+    Sse(HttpUrl),
 }
 
 impl Endpoint {
@@ -115,6 +120,7 @@ pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
         .set("protocol_version", settings.spec_version.to_string())
         .set("liveness_method", liveness_method(settings))
         .set("session_id", "")
+        .set("session_param", "session_id")
         .set("meta", meta_placeholder(settings).to_string())
         .set(
             "code_malformed",
@@ -210,6 +216,7 @@ pub async fn run_case(
                 None => run_stdio(case, &target, settings, witness, check_alive).await,
             }
         }
+        Endpoint::Sse(url) => run_sse(case, url, settings, witness, check_alive).await,
     };
     obs.elapsed = started.elapsed();
     obs.meta_sent = meta_sent(case, settings);
@@ -330,6 +337,8 @@ const LEARNED: &[&str] = &[
     "host",
     "path",
     "path_upper",
+    "message_path",
+    "session_param",
     "protocol_version",
     "session_id",
     "client",

@@ -91,7 +91,11 @@ pub(super) fn learned_placeholders(
     let mut ph = client_placeholders(settings);
     ph.set("host", url.authority())
         .set("path", url.path.clone())
-        .set("path_upper", path_upper(&url.path));
+        .set("path_upper", path_upper(&url.path))
+        .set(
+            "message_path",
+            url.path.split('?').next().unwrap_or_default().to_string(),
+        );
     if let Some(hs) = hs {
         ph.set("protocol_version", hs.version.clone())
             .set("session_id", hs.session.clone().unwrap_or_default());

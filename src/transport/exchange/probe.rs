@@ -128,6 +128,53 @@ impl Probe {
 /// unsupported-version error). Each probe uses a fresh connection or process; one that hears
 /// nothing at all is sent again, up to [`PROBE_TRIES`] times, and its version is then
 /// [`Probe::unclear`], never counted as not offered.
+/// The probe of an HTTP+SSE stream: whether `initialize` for 2024-11-05 (the transport's one
+/// version) is answered with it on the stream, tried as often as any version's probe.
+pub(crate) async fn probe_sse(endpoint: &Endpoint, settings: &Settings) -> Probe {
+    let mut out = Probe::default();
+    let sse = settings.speaking(versions::SSE);
+    let mut answer = Heard::Nothing;
+    for _ in 0..PROBE_TRIES {
+        answer = legacy_probe(endpoint, &sse).await;
+        if answer != Heard::Nothing {
+            break;
+        }
+    }
+    match answer {
+        Heard::Agreed(a, _, server) if versions::SSE == a.as_str() => {
+            out.initialized_by.extend(server);
+            out.accepted.push(versions::SSE);
+        }
+        Heard::Agreed(other, _, server) => {
+            out.initialized_by.extend(server);
+            out.countered.push((versions::SSE, other));
+        }
+        Heard::Refused(why) => out.refused.push((versions::SSE, why)),
+        Heard::Nothing => out.unclear.push(versions::SSE),
+    }
+    out
+}
+
+impl Probe {
+    /// What [`probe_sse`] found, in words.
+    pub(crate) fn sse_summary(&self) -> String {
+        if self.accepted.contains(&versions::SSE) {
+            return format!("the HTTP+SSE stream accepts {}", versions::SSE);
+        }
+        if let Some((_, got)) = self.countered.first() {
+            return format!(
+                "initialize {} on the HTTP+SSE stream was answered with {got} (its lanes speak {} as that transport does)",
+                versions::SSE,
+                versions::SSE
+            );
+        }
+        if let Some((_, why)) = self.refused.first() {
+            return format!("the HTTP+SSE stream refused initialize: {why}");
+        }
+        "the HTTP+SSE stream answered no initialize".into()
+    }
+}
+
 pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
     let mut out = Probe::default();
     let modern = settings.speaking(versions::NEWEST);
@@ -236,6 +283,16 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
                     |v| Heard::Agreed(v.to_string(), None, server),
                 )
         }
+        Endpoint::Sse(url) => {
+            let deadline = Instant::now() + settings.probe_timeout;
+            let Ok(mut session) = SseSession::open(url, settings, deadline).await else {
+                return Heard::Nothing;
+            };
+            match session.handshake(settings, deadline).await {
+                Ok(version) => Heard::Agreed(version, None, None),
+                Err(why) => Heard::Refused(short(&why)),
+            }
+        }
     }
 }
 
@@ -272,6 +329,8 @@ async fn discover_probe(
             let answer = stdio_probe(command, &discover, DISCOVER_ID, short).await?;
             Some(discovered_by(std::slice::from_ref(&answer)))
         }
+        // The transport of 2024-11-05 carries no modern version.
+        Endpoint::Sse(_) => Some((Vec::new(), None)),
     }
 }
 
