@@ -171,3 +171,117 @@ async fn a_stdio_server_that_cannot_start_is_unreachable() {
     let obs = run_stdio("/nonexistent/mcp-server").await;
     assert!(matches!(obs.ending, Ending::Unreachable(_)));
 }
+
+/// An HTTP+SSE endpoint whose stream (a `GET`) is answered by `stream`, and whose POSTs are
+/// answered `202 Accepted` and otherwise ignored: where its stream is.
+async fn hostile_sse<F, Fut>(stream: F) -> HttpUrl
+where
+    F: Fn(tokio::net::TcpStream, u16) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stream = std::sync::Arc::new(stream);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let stream = stream.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                if buf.starts_with(b"GET") {
+                    stream(s, addr.port()).await;
+                } else {
+                    let _ = s
+                        .write_all(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                }
+            });
+        }
+    });
+    HttpUrl::parse(&format!("http://{addr}/sse")).unwrap()
+}
+
+async fn run_sse(url: HttpUrl, session: &str) -> Observation {
+    run_case(
+        &ping_case(session),
+        &Endpoint::Sse(url),
+        &quick(),
+        None,
+        None,
+        true,
+    )
+    .await
+}
+
+const STREAM_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+
+/// A stream that never names its message URL is no session: the case is not sent, and the
+/// runner says why by the deadline.
+#[tokio::test]
+async fn an_sse_stream_without_an_endpoint_event_is_no_session() {
+    let url = hostile_sse(|mut s, _| async move {
+        let _ = s.write_all(STREAM_HEAD).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+    .await;
+    let obs = run_sse(url, "none").await;
+    assert!(obs.setup_error.is_some(), "{obs:?}");
+    assert_eq!(obs.alive, None);
+}
+
+/// One event that never ends (no blank line) is cut at the stream's cap or the deadline.
+#[tokio::test]
+async fn an_endless_first_event_is_cut() {
+    let url = hostile_sse(|mut s, _| async move {
+        let _ = s.write_all(STREAM_HEAD).await;
+        let _ = s.write_all(b"event: endpoint\ndata: /m").await;
+        let chunk = vec![b'x'; 65536];
+        while s.write_all(&chunk).await.is_ok() {}
+    })
+    .await;
+    let obs = run_sse(url, "none").await;
+    assert!(obs.setup_error.is_some(), "{obs:?}");
+}
+
+/// An endpoint on another origin is not followed: nothing is POSTed there, and the case says so.
+#[tokio::test]
+async fn an_endpoint_on_another_origin_is_not_followed() {
+    let url = hostile_sse(|mut s, _| async move {
+        let _ = s.write_all(STREAM_HEAD).await;
+        let _ = s
+            .write_all(b"event: endpoint\ndata: http://127.0.0.1:9/messages?session_id=1\n\n")
+            .await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+    .await;
+    let obs = run_sse(url, "none").await;
+    // The kind of refusal is `SseOpenError::OtherOrigin` (unit-tested where endpoints are
+    // resolved); here: no session, so nothing was sent.
+    assert!(obs.setup_error.is_some(), "{obs:?}");
+    assert!(obs.sse.is_none() && obs.http.is_none());
+}
+
+/// POSTs accepted and nothing ever on the stream: the case times out at its deadline, and the
+/// alive probe (a fresh session's handshake) fails.
+#[tokio::test]
+async fn posts_accepted_and_never_answered_time_out() {
+    let url = hostile_sse(|mut s, port| async move {
+        let _ = s.write_all(STREAM_HEAD).await;
+        let _ = s
+            .write_all(
+                format!("event: endpoint\ndata: http://127.0.0.1:{port}/messages?session_id=1\n\n")
+                    .as_bytes(),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    })
+    .await;
+    let obs = run_sse(url, "none").await;
+    assert!(obs.setup_error.is_none(), "{obs:?}");
+    assert_eq!(obs.ending, Ending::TimedOut);
+    assert_eq!(obs.alive, Some(false));
+    assert!(obs
+        .sse
+        .and_then(|s| s.post)
+        .is_some_and(|p| p.status == 202));
+}

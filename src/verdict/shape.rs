@@ -105,7 +105,13 @@ impl Judge<'_> {
     /// (MCP-HTTP-POST-13); a gate judged fail-closed may refuse with any 4xx. A warning: under
     /// `--strict` a failure.
     pub(super) fn refusal_body(&mut self) {
-        let Some(h) = self.obs.http.as_ref() else {
+        // HTTP+SSE (2024-11-05) says nothing of what a refused POST's body holds.
+        let Some(h) = self
+            .obs
+            .http
+            .as_ref()
+            .filter(|_| self.ctx.transport != TransportKind::Sse)
+        else {
             return;
         };
         let plain = (400..500).contains(&h.status)
