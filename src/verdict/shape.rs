@@ -262,7 +262,13 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<Strin
             out.push("a result has no id".into());
         }
     }
-    if let Some(h) = &obs.http {
+    // Streamable HTTP's rules for the answer's framing; HTTP+SSE's POST sets none (the SDKs
+    // answer `202 Accepted` with that text).
+    if let Some(h) = obs
+        .http
+        .as_ref()
+        .filter(|_| obs.transport != crate::case::TransportKind::Sse)
+    {
         if h.status == 202 && h.body_len > 0 {
             out.push("HTTP 202 with a body (MCP-HTTP-POST-04 says no body)".into());
         }
