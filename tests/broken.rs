@@ -22,6 +22,7 @@ const SSE_ONLY: &[&str] = &[
     "sse-prototype-sessions",
     "sse-wrong-stream",
     "sse-keep-ended-sessions",
+    "sse-unbounded-queue",
 ];
 
 /// Modes the HTTP+SSE front does not have (a framing, header or session rule of Streamable HTTP
@@ -229,6 +230,7 @@ broken_mode! {
     crashes_on_prototype_session_ids => "sse-prototype-sessions",
     routes_sse_answers_by_id_alone => "sse-wrong-stream",
     keeps_sessions_after_their_stream => "sse-keep-ended-sessions",
+    queues_for_an_unread_stream => "sse-unbounded-queue",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

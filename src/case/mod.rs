@@ -660,6 +660,18 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
             "`sse` says what becomes of an HTTP+SSE stream: its `transports` are `[\"sse\"]`",
         ));
     }
+    if let Some(sse) = &spec.sse {
+        let unread = sse.stream == SseStream::Unread;
+        if sse
+            .posts
+            .is_some_and(|n| !unread || !(1..=5000).contains(&n))
+        {
+            return Err(invalid(
+                path,
+                "`sse.posts` (1..=5000) goes with `\"stream\": \"unread\"`",
+            ));
+        }
+    }
     validate_series(path, text, spec)
 }
 

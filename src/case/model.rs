@@ -121,6 +121,11 @@ impl AliveProbe {
 pub struct SseSpec {
     #[serde(default)]
     pub stream: SseStream,
+    /// With `"stream": "unread"`: how many times the request is POSTed while the stream is not
+    /// read (1 to 5000; default 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 5000))]
+    pub posts: Option<u32>,
 }
 
 /// The state of the session's stream when the case's bytes are POSTed.
@@ -133,6 +138,10 @@ pub enum SseStream {
     /// Closed by the client (after the handshake): the case's bytes then go to the message URL
     /// of a session whose stream is gone, and the POST's own answer is the case's.
     Closed,
+    /// No longer read by the client (after the handshake), and left open: the request is POSTed
+    /// `posts` times, one after another, until one is not accepted; a server that takes them all
+    /// queues their answers for a client that reads none (judged with the case's resources).
+    Unread,
 }
 
 /// How a series repeats its request (`series`).

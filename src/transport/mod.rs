@@ -182,6 +182,24 @@ pub struct SseSeen {
     pub stray_events: Vec<String>,
     /// The stream ended while the runner read the case's answer: closed, or why it broke.
     pub stream_ended: Option<String>,
+    /// `sse.stream: unread`: what became of the POSTs sent while the stream was not read.
+    pub unread: Option<UnreadSeen>,
+}
+
+/// The POSTs of an `unread` case: sent one after another on a session whose stream the client
+/// does not read, until one is not accepted.
+#[derive(Debug, Clone, Default)]
+pub struct UnreadSeen {
+    /// The POSTs the case asked for, and how many the server accepted (2xx).
+    pub asked: u32,
+    pub accepted: u32,
+    /// How the first POST not accepted was answered (an HTTP status, left waiting, the
+    /// connection refused or closed), when one was.
+    pub stopped_by: Option<String>,
+    /// The case's time ran out before every POST was sent.
+    pub cut: bool,
+    /// The size of the request each POST carried.
+    pub bytes: usize,
 }
 
 /// What a series sent, got and cost the target.

@@ -35,6 +35,8 @@ pub(crate) struct EventStream {
     events: mpsc::Receiver<Item>,
     ended: Option<Option<String>>,
     task: tokio::task::JoinHandle<()>,
+    /// Set: the task stops reading the connection (what the server sends waits in the socket).
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 impl Drop for EventStream {
@@ -70,6 +72,7 @@ impl EventStream {
             .map_err(TransportError::Io)?;
         let (mut head, mut rest) = http::read_head(&mut reader, deadline).await?;
         let (tx, rx) = mpsc::channel(QUEUED_EVENTS);
+        let (paused, pause) = tokio::sync::watch::channel(false);
         let streaming = (200..300).contains(&head.status) && head.is_sse();
         if !streaming {
             // Not a stream: what the body says (a refusal's text) is kept in the head.
@@ -87,7 +90,7 @@ impl EventStream {
                 let _ = tx.send(Item::Ended(None)).await;
                 return;
             }
-            let end = read_events(&mut reader, rest, chunked, &tx).await;
+            let end = read_events(&mut reader, rest, chunked, &tx, pause).await;
             let _ = tx.send(Item::Ended(end)).await;
         });
         Ok(EventStream {
@@ -95,7 +98,14 @@ impl EventStream {
             events: rx,
             ended: None,
             task,
+            paused,
         })
+    }
+
+    /// Stop reading the stream (a client that does not read): the connection stays open, and
+    /// what the server sends from now on waits in the socket's buffers, then in the server.
+    pub(crate) fn pause(&self) {
+        let _ = self.paused.send(true);
     }
 
     /// Close the stream: the connection is shut and nothing more is read.
@@ -137,6 +147,7 @@ async fn read_events<R: tokio::io::AsyncReadExt + Unpin>(
     rest: Vec<u8>,
     chunked: bool,
     tx: &mpsc::Sender<Item>,
+    mut pause: tokio::sync::watch::Receiver<bool>,
 ) -> Option<String> {
     let mut decoder = chunked.then(ChunkDecoder::default);
     let mut splitter = EventSplitter::default();
@@ -167,6 +178,12 @@ async fn read_events<R: tokio::io::AsyncReadExt + Unpin>(
         }
         if decoder.as_ref().is_some_and(|d| d.done) {
             return None;
+        }
+        // Paused: no more reads until the stream is dropped (the sender goes with it).
+        while *pause.borrow_and_update() {
+            if pause.changed().await.is_err() {
+                return None;
+            }
         }
         match http::read_some(reader, &mut chunk, forever, "stream").await {
             Ok(0) => return None,

@@ -17,6 +17,41 @@ impl Judge<'_> {
         }
     }
 
+    /// HTTP+SSE, `sse.stream: unread`: a server that accepted every POST while the client read
+    /// none of their answers queues them without bound (MCP-SSE-05); one that refused one, left
+    /// one waiting or ended the session bounds it. A case whose time ran out first is not judged.
+    pub(super) fn unread_queue(&mut self) {
+        let Some(u) = self.obs.sse.as_ref().and_then(|s| s.unread.as_ref()) else {
+            return;
+        };
+        let kib = u.bytes / 1024;
+        let (status, message) = match &u.stopped_by {
+            Some(how) => (
+                Status::Pass,
+                format!(
+                    "with the stream unread, {} POSTs of {kib} KiB were accepted, then one was {how}: the server bounds what it queues",
+                    u.accepted
+                ),
+            ),
+            None if u.cut => (
+                Status::Warn,
+                format!(
+                    "the case's time ran out after {} of {} POSTs, all accepted: whether the server bounds what it queues was not seen",
+                    u.accepted, u.asked
+                ),
+            ),
+            None => (
+                self.level_status,
+                format!(
+                    "with the stream unread, all {} POSTs of {kib} KiB were accepted (202) and the session kept: the server queues their answers (about {} MiB) for a client that reads none, without bound (MCP-SSE-05)",
+                    u.accepted,
+                    u64::from(u.accepted) * (u.bytes as u64) / (1024 * 1024)
+                ),
+            ),
+        };
+        self.add(Check::Resources, status, message);
+    }
+
     /// What an input cost the server before it refused it: body bytes taken before the answer
     /// (HTTP), peak memory growth (stdio, /proc VmHWM).
     pub(super) fn resources(&mut self) {

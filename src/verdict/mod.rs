@@ -460,6 +460,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.server_requests();
     j.alive();
     j.resources();
+    j.unread_queue();
     j.series();
     j.crossed();
     j.leaks();

@@ -154,6 +154,9 @@ pub enum Broken {
     /// not know, goes to the newest open session (a server that keeps one transport, for
     /// whoever connected last).
     SseAnySession,
+    /// HTTP+SSE: queues every answer for a stream its client does not read, without bound (a
+    /// transport that writes to a response whose buffer only grows).
+    SseUnboundedQueue,
     /// HTTP+SSE: a session outlives its stream: a POST to a session whose client has gone is
     /// still accepted (202) and run, its answer sent nowhere.
     SseKeepEndedSessions,

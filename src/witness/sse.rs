@@ -231,7 +231,13 @@ impl Front {
             );
         }
         let id = super::random_session_id();
-        let (tx, rx) = mpsc::channel(QUEUE);
+        // `sse-unbounded-queue`: a queue no client can fill (a million events).
+        let queue = if self.w.config.is(Broken::SseUnboundedQueue) {
+            1 << 20
+        } else {
+            QUEUE
+        };
+        let (tx, rx) = mpsc::channel(queue);
         {
             let mut streams = crate::sync::lock(&self.streams);
             if streams.open.len() >= MAX_STREAMS {

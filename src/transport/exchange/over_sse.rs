@@ -20,6 +20,11 @@ use crate::transport::{ClientAnswer, ClientsSeen, SseSeen};
 /// has not come (servers that answer each message in a task of their own may answer the
 /// barrier first).
 const SETTLE: Duration = Duration::from_millis(300);
+/// POSTs of an `unread` case when it does not say (`sse.posts`).
+const DEFAULT_UNREAD_POSTS: u32 = 1000;
+/// How long one POST of an `unread` case may wait for its answer: one left waiting longer is a
+/// server that stopped taking messages (it pushes back), which is a bound.
+const UNREAD_POST_WAIT: Duration = Duration::from_secs(2);
 /// How long the runner lets a server notice a stream it closed before it POSTs to its session.
 const STREAM_CLOSE_GRACE: Duration = Duration::from_millis(250);
 
@@ -383,12 +388,13 @@ pub(super) async fn run_sse(
         Some(m) => other_clients(case, url, &m[1..], settings, deadline).await,
         None => Vec::new(),
     };
-    let closed = spec
-        .sse
-        .as_ref()
-        .is_some_and(|s| s.stream == SseStream::Closed);
+    let stream = spec.sse.as_ref().map_or(SseStream::Open, |s| s.stream);
+    let closed = stream == SseStream::Closed;
     if closed {
         session.close_stream().await;
+    }
+    if stream == SseStream::Unread {
+        return unread(obs, session, &wire, case, url, settings, check_alive).await;
     }
     let mark = witness.map(WitnessView::mark);
     let answer_id = obs.request_id.clone();
@@ -421,6 +427,38 @@ pub(super) async fn run_sse(
                 .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(BARRIER_ID)))
                 .collect(),
         );
+    }
+    drop(session);
+    if check_alive {
+        sse_alive_probe(&mut obs, case, url, settings).await;
+    }
+    obs
+}
+
+/// The rest of an `unread` case (`sse.stream: unread`): the session's stream no longer read,
+/// the request POSTed `posts` times on it (`post_unread`), the session let go, the alive probe.
+async fn unread(
+    mut obs: Observation,
+    session: SseSession,
+    wire: &Wire,
+    case: &Case,
+    url: &HttpUrl,
+    settings: &Settings,
+    check_alive: bool,
+) -> Observation {
+    let posts = case.spec.sse.as_ref().and_then(|s| s.posts);
+    session.stream.pause();
+    let deadline = settings.case_ends(case);
+    let seen = post_unread(
+        &session.post_to,
+        wire,
+        posts.unwrap_or(DEFAULT_UNREAD_POSTS),
+        deadline,
+        &mut obs,
+    )
+    .await;
+    if let Some(sse) = obs.sse.as_mut() {
+        sse.unread = Some(seen);
     }
     drop(session);
     if check_alive {
@@ -573,6 +611,58 @@ async fn collect_clients(
         });
     }
     ClientsSeen { marks, others }
+}
+
+/// `sse.stream: unread`: `wire` POSTed `posts` times, one after another (each its own
+/// connection, each within [`UNREAD_POST_WAIT`]), on a session whose stream is not read, until
+/// one is not accepted or the case's time runs out. A POST answered with a status outside 2xx
+/// is written into `obs` as the case's answer; otherwise the case has none (nothing is read).
+async fn post_unread(
+    post_to: &HttpUrl,
+    wire: &Wire,
+    posts: u32,
+    deadline: Instant,
+    obs: &mut Observation,
+) -> crate::transport::UnreadSeen {
+    let mut seen = crate::transport::UnreadSeen {
+        asked: posts,
+        bytes: match wire {
+            Wire::Request { body, .. } => usize::try_from(body.len()).unwrap_or(usize::MAX),
+            Wire::Raw(bytes) => bytes.len(),
+        },
+        ..Default::default()
+    };
+    for _ in 0..posts {
+        if Instant::now() >= deadline {
+            seen.cut = true;
+            break;
+        }
+        let by = deadline.min(Instant::now() + UNREAD_POST_WAIT);
+        let answered = http::exchange(post_to, wire.clone(), by, SseRead::ToFirstResponse).await;
+        let stopped = match answered {
+            Ok(r) if (200..300).contains(&r.status) => {
+                seen.accepted += 1;
+                continue;
+            }
+            Ok(r) => {
+                // The POST not accepted is the case's answer (its status, what its body says).
+                read_response(obs, &r);
+                format!("answered HTTP {}", r.status)
+            }
+            Err(e) if e.is_timeout() && by < deadline => format!(
+                "left waiting over {} s (the server stopped taking messages)",
+                UNREAD_POST_WAIT.as_secs()
+            ),
+            Err(e) if e.is_timeout() => {
+                seen.cut = true;
+                break;
+            }
+            Err(e) => chain(&e),
+        };
+        seen.stopped_by = Some(stopped);
+        break;
+    }
+    seen
 }
 
 /// The POST's answer as the HTTP facts the oracles read.
