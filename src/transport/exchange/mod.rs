@@ -80,6 +80,15 @@ struct Handshake {
     server: Option<String>,
 }
 
+/// What reached the witness since `mark`, less the runner's own barrier (stdio, HTTP+SSE): the
+/// case's record.
+fn case_record(w: &WitnessView, mark: usize) -> Vec<Event> {
+    w.since(mark)
+        .into_iter()
+        .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(BARRIER_ID)))
+        .collect()
+}
+
 /// The tool-name placeholders for a denied and an allowed tool spelled `denied` and `allowed`.
 fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
     let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t.as_bytes());

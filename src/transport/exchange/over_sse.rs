@@ -373,17 +373,7 @@ pub(super) async fn run_sse(
         ..SseSeen::default()
     });
     obs.learned = ph.values_of(LEARNED);
-    let method = spec.request.method.clone().unwrap_or_else(|| "POST".into());
-    let sent = Sent {
-        url: &session.post_to,
-        settings,
-        handshake: None,
-        modern: None,
-        placeholders: &ph,
-        method: &method,
-        caller: spec.caller,
-    };
-    let wire = sent.request(&spec.request, &mut obs);
+    let wire = case_wire(case, &session, settings, &ph, &mut obs);
     let others = match &marks {
         Some(m) => other_clients(case, url, &m[1..], settings, deadline).await,
         None => Vec::new(),
@@ -421,12 +411,7 @@ pub(super) async fn run_sse(
         seen.stray_events = std::mem::take(&mut session.stray);
     }
     if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(
-            w.since(mark)
-                .into_iter()
-                .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(BARRIER_ID)))
-                .collect(),
-        );
+        obs.witness = Some(case_record(w, mark));
     }
     drop(session);
     if check_alive {
@@ -490,6 +475,28 @@ async fn ready(
     let (param, id) = session.session_param();
     ph.set("session_id", id).set("session_param", param);
     Ok((session, ph))
+}
+
+/// The case's request as one client of `session` sends it (its placeholders `ph`), to the
+/// session's message URL; what it was is noted on `obs`.
+fn case_wire(
+    case: &Case,
+    session: &SseSession,
+    settings: &Settings,
+    ph: &Placeholders,
+    obs: &mut Observation,
+) -> Wire {
+    let method = case.spec.request.method.as_deref().unwrap_or("POST");
+    Sent {
+        url: &session.post_to,
+        settings,
+        handshake: None,
+        modern: None,
+        placeholders: ph,
+        method,
+        caller: case.spec.caller,
+    }
+    .request(&case.spec.request, obs)
 }
 
 /// A further client of a `clients` case, ready to send its request in its own session.
@@ -568,24 +575,9 @@ async fn other_clients(
             }
         };
         ph.set("client", mark.clone());
-        let method = case
-            .spec
-            .request
-            .method
-            .clone()
-            .unwrap_or_else(|| "POST".into());
-        let sent = Sent {
-            url: &session.post_to,
-            settings,
-            handshake: None,
-            modern: None,
-            placeholders: &ph,
-            method: &method,
-            caller: case.spec.caller,
-        };
         // What the request was is noted on the first client's observation; these are copies.
         let mut scratch = Observation::new(crate::case::TransportKind::Sse);
-        let wire = sent.request(&case.spec.request, &mut scratch);
+        let wire = case_wire(case, &session, settings, &ph, &mut scratch);
         out.push(Ok(OtherClient { session, wire }));
     }
     out

@@ -85,12 +85,7 @@ pub(super) async fn run_stdio(
     }
     read_lines(&mut obs, &lines);
     if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(
-            w.since(mark)
-                .into_iter()
-                .filter(|e| !matches!(e, Event::Message { raw, .. } if raw.contains(BARRIER_ID)))
-                .collect(),
-        );
+        obs.witness = Some(case_record(w, mark));
     }
     obs.memory_growth_kib = memory.as_ref().and_then(|m| m.growth_kib(proc.pid()));
     if obs.alive == Some(true) && spec.alive_probe == crate::case::AliveProbe::Downstream {
