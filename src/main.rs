@@ -95,7 +95,7 @@ enum Command {
 #[group(multiple = false)]
 struct TargetArgs {
     /// A running Streamable HTTP endpoint, e.g. http://127.0.0.1:3000/mcp.
-    #[arg(long)]
+    #[arg(long, group = "url")]
     http: Option<String>,
     /// A stdio server command, as one string split like a shell would (started afresh per case).
     #[arg(long)]
@@ -117,16 +117,17 @@ struct TargetArgs {
     serve: Option<String>,
     /// A running HTTP+SSE endpoint (the transport of 2024-11-05): the URL whose GET opens the
     /// event stream, e.g. http://127.0.0.1:8000/sse. Only that transport is tested.
-    #[arg(long)]
+    #[arg(long, group = "url")]
     sse: Option<String>,
 }
 
 /// What the runner may know of an HTTP target's process.
 #[derive(Args, Debug)]
 struct ProcessArgs {
-    /// With --http: the server's process ID on this machine, read (with its descendants) for
-    /// memory, CPU and descriptors. Without it (or --serve) those are "not observed".
-    #[arg(long, requires = "http")]
+    /// With --http or --sse: the server's process ID on this machine, read (with its
+    /// descendants) for memory, CPU and descriptors. Without it (or --serve) those are "not
+    /// observed".
+    #[arg(long, requires = "url")]
     pid: Option<u32>,
     /// With --serve: the path of the MCP endpoint.
     #[arg(long, default_value = "/mcp")]
@@ -143,10 +144,10 @@ struct ProcessArgs {
 #[derive(Args, Debug)]
 struct TlsArgs {
     /// https: also trust the certificates in this PEM file (besides the platform's roots).
-    #[arg(long, value_name = "FILE", requires = "http")]
+    #[arg(long, value_name = "FILE", requires = "url")]
     ca: Option<PathBuf>,
     /// https: accept any certificate, checking only the handshake (an unauthenticated server).
-    #[arg(long, requires = "http", conflicts_with = "ca")]
+    #[arg(long, requires = "url", conflicts_with = "ca")]
     insecure: bool,
 }
 
@@ -296,8 +297,8 @@ struct FuzzArgs {
     tls: TlsArgs,
     #[command(flatten)]
     process: ProcessArgs,
-    /// The JSON-lines log of the witness behind an --http gate.
-    #[arg(long, requires = "http")]
+    /// The JSON-lines log of the witness behind an --http or --sse gate.
+    #[arg(long, requires = "url")]
     witness_log: Option<PathBuf>,
     /// The profile for --http/--stdio: `server` or `gate` (gate targets are always `gate`).
     #[arg(long, default_value = "server", value_parser = parse_profile)]
@@ -337,8 +338,9 @@ struct RunArgs {
     tls: TlsArgs,
     #[command(flatten)]
     process: ProcessArgs,
-    /// The JSON-lines log of a witness the target forwards to (with --http), read as its record.
-    #[arg(long, requires = "http")]
+    /// The JSON-lines log of a witness the target forwards to (with --http or --sse), read as its
+    /// record.
+    #[arg(long, requires = "url")]
     witness_log: Option<PathBuf>,
     /// Also run the cases under DIR (repeatable).
     #[arg(long = "cases")]
@@ -443,7 +445,7 @@ struct RunArgs {
     /// HTTP targets: a command (one string, run with `sh -c`) that restarts the target after a
     /// case killed it; the runner waits until the URL accepts connections again. Without it the
     /// trials after the death are not run (shown as ignored, with the case that killed it).
-    #[arg(long, requires = "http")]
+    #[arg(long, requires = "url")]
     restart_cmd: Option<String>,
     /// Write a JSON report (format mcp-gauntlet-report/1) to FILE.
     #[arg(long)]

@@ -23,6 +23,7 @@ const SSE_ONLY: &[&str] = &[
     "sse-wrong-stream",
     "sse-keep-ended-sessions",
     "sse-unbounded-queue",
+    "sse-any-path",
 ];
 
 /// Modes the HTTP+SSE front does not have (a framing, header or session rule of Streamable HTTP
@@ -175,6 +176,10 @@ const NOT_SNAPSHOTTED: &[(&str, &str)] = &[
         "a series mode: tests/series.rs proves the connections/ cases that trickle fail on it",
     ),
     (
+        "get-stream-per-request",
+        "a series mode: tests/series.rs proves connections/get-streams-on-one-session-are-bounded fails on it",
+    ),
+    (
         "keep-closed-connections",
         "a series mode: tests/series.rs proves connections/idle-keep-alive-connections-hold-no-one-up fails on it",
     ),
@@ -231,6 +236,7 @@ broken_mode! {
     routes_sse_answers_by_id_alone => "sse-wrong-stream",
     keeps_sessions_after_their_stream => "sse-keep-ended-sessions",
     queues_for_an_unread_stream => "sse-unbounded-queue",
+    takes_messages_on_any_path_over_sse => "sse-any-path",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -52,6 +52,49 @@ fn witness_passes_over_sse() {
     }
 }
 
+/// A gate served over HTTP+SSE is judged, as over Streamable HTTP, by what reached the witness
+/// behind it (`--witness-log`): a "gate" that lets everything through (here the witness itself,
+/// its log its own record) fails a denied call by the `forwarded` oracle, and passes where it
+/// refuses the POST (a session that was never opened).
+#[test]
+fn a_gate_over_sse_is_judged_by_its_witness_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("witness.jsonl").display().to_string();
+    let w = HttpWitness::start_sse(&["--log", &log]);
+    let args = [
+        "--sse",
+        &w.url,
+        "--profile",
+        "gate",
+        "--witness-log",
+        &log,
+        "--jobs",
+        "1",
+    ];
+    let filters = [
+        "smuggling/escaped-slash-in-method",
+        "sse/unknown-session-id",
+    ];
+    let (_, report) = run_with_report(&args, &filters);
+    let trial = |id: &str| {
+        report
+            .results
+            .iter()
+            .find(|t| t.id == id)
+            .unwrap_or_else(|| panic!("{id} ran: {:?}", report.results))
+    };
+    let let_through = trial("smuggling/escaped-slash-in-method");
+    assert_eq!(let_through.transport, "sse");
+    assert_eq!(let_through.verdict, "fail", "{let_through:?}");
+    let forwarded = let_through
+        .findings
+        .iter()
+        .any(|f| f["check"] == "forwarded" && f["status"] == "fail");
+    assert!(forwarded, "{let_through:?}");
+    let refused = trial("sse/unknown-session-id");
+    assert_eq!(refused.verdict, "pass", "{refused:?}");
+}
+
 /// A target that serves both transports on one origin (Streamable HTTP, and HTTP+SSE at
 /// `/sse`) is tested over both by default, and the report tells them apart; `--sse-path none`
 /// looks for no stream.

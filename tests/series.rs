@@ -12,6 +12,14 @@ use mcp_gauntlet::case::Catalogue;
 /// find), and for each the one oracle that must say so.
 const PROVEN_BY: &[(&str, &[(&str, &str)])] = &[
     (
+        "connections/get-streams-on-one-session-are-bounded",
+        &[
+            ("get-stream-per-request", "resources"),
+            ("keep-closed-connections", "resources"),
+            ("one-at-a-time", "latency"),
+        ],
+    ),
+    (
         "connections/idle-keep-alive-connections-hold-no-one-up",
         &[
             ("one-at-a-time", "latency"),
@@ -57,6 +65,10 @@ const PROVEN_BY: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "state/mcp-name-header-values-are-not-kept",
+        &[("cache-names", "memory")],
+    ),
+    (
+        "state/mcp-param-header-values-are-not-kept",
         &[("cache-names", "memory")],
     ),
     (

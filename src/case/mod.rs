@@ -697,6 +697,13 @@ fn validate_series_expect(
             "`expect.series.cpu_ratio` (2..=1000) and `series.baseline` go together: the ratio is to the baseline's CPU",
         ));
     }
+    let streams = spec.expect.series.as_ref().and_then(|e| e.open_streams);
+    if streams.is_some() && series.hold.is_none() {
+        return Err(invalid(
+            path,
+            "`expect.series.open_streams` counts the event streams of held connections: it needs `series.hold`",
+        ));
+    }
     Ok(())
 }
 
@@ -829,6 +836,12 @@ fn validate_hold(
         return Err(invalid(
             path,
             "`hold.trickle: body` trickles a body of the case's own, sent with its length (not chunked)",
+        ));
+    }
+    if hold.in_turn && hold.trickle != Trickle::Idle {
+        return Err(invalid(
+            path,
+            "`hold.in_turn` waits for each answer before the next request: only a whole request (`trickle: idle`) is answered",
         ));
     }
     if series.count > 1000

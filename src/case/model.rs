@@ -217,6 +217,12 @@ pub struct HoldSpec {
     /// How long the connections are held, in milliseconds (100 to 60000).
     #[schemars(range(min = 100, max = 60000))]
     pub for_ms: u64,
+    /// `idle` only: each connection sends its request once the one before has the head of its
+    /// answer (after one wait of half a second in vain, the rest send at once), as a client opening streams one after
+    /// another does; by default they all send at once. What is judged is then a server's bound,
+    /// not whether its check and its bookkeeping race.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_turn: bool,
 }
 
 /// What a held connection sends (`series.hold.trickle`).
@@ -271,6 +277,11 @@ pub struct SeriesExpect {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 2, max = 1000))]
     pub cpu_ratio: Option<u32>,
+    /// Event streams the held connections (`series.hold`) may have open at once when the runner
+    /// lets them go: those answered 2xx `text/event-stream` whose stream had not ended. A server
+    /// that gives every `GET` on one session a stream of its own, without a bound, fails it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_streams: Option<u32>,
 }
 
 /// An inclusive range of protocol versions.

@@ -200,6 +200,9 @@ pub struct UnreadSeen {
     pub cut: bool,
     /// The size of the request each POST carried.
     pub bytes: usize,
+    /// The target's resident memory (KiB) before the POSTs and after them, the stream still
+    /// unread, when its process is known (`--serve`, `--pid`).
+    pub memory_kib: Option<(u64, u64)>,
 }
 
 /// What a series sent, got and cost the target.
@@ -259,6 +262,8 @@ pub struct HeldSeen {
     pub held_to_the_end: u32,
     pub closed_by_server: u32,
     pub first_closed_after: Option<Duration>,
+    /// Held connections answered with an event stream that was still open when let go.
+    pub streams_open: u32,
     /// The statuses the server answered held connections with, counted.
     pub answers: std::collections::BTreeMap<u16, u32>,
     /// The process with every connection still held.

@@ -25,7 +25,7 @@ impl Judge<'_> {
             return;
         };
         let kib = u.bytes / 1024;
-        let (status, message) = match &u.stopped_by {
+        let (status, mut message) = match &u.stopped_by {
             Some(how) => (
                 Status::Pass,
                 format!(
@@ -49,6 +49,15 @@ impl Judge<'_> {
                 ),
             ),
         };
+        message.push_str(&match u.memory_kib {
+            Some((before, after)) => format!(
+                "; the server's resident memory went from {:.1} MiB to {:.1} MiB meanwhile",
+                before as f64 / 1024.0,
+                after as f64 / 1024.0
+            ),
+            None => "; the server's memory was not observed (run it with --serve, or give --pid)"
+                .to_string(),
+        });
         self.add(Check::Resources, status, message);
     }
 

@@ -57,7 +57,32 @@ impl Judge<'_> {
         self.memory(seen, &bounds, warmup, close_each);
         self.cpu(seen, &bounds);
         self.descriptors(seen, &bounds);
+        self.streams(seen, &bounds);
         self.latency(seen, &bounds);
+    }
+
+    /// `open_streams`: how many of the held connections the server gave an event stream that
+    /// was still open when they were let go (MCP-DOS-10). Read from the wire, so always
+    /// observed.
+    fn streams(&mut self, seen: &SeriesSeen, bounds: &SeriesExpect) {
+        let (Some(max), Some(held)) = (bounds.open_streams, &seen.held) else {
+            return;
+        };
+        let opened = held.held_to_the_end + held.closed_by_server;
+        let open = held.streams_open;
+        if open > max {
+            self.add(
+                Check::Resources,
+                self.level_status,
+                format!("{open} of the {opened} held connections were each given an event stream of their own, all still open when let go; at most {max} expected: the streams a client may hold open are not bounded"),
+            );
+        } else {
+            self.add(
+                Check::Resources,
+                Status::Pass,
+                format!("{open} of the {opened} held connections had an event stream open when let go (at most {max} expected)"),
+            );
+        }
     }
 
     /// `close_each`: every step's session was ended with `DELETE`: each `DELETE` accepted
@@ -401,6 +426,12 @@ fn held_summary(held: &crate::transport::HeldSeen, before: Option<ProcSample>) -
     }
     if held.not_opened > 0 {
         said.push_str(&format!(", {} could not be opened", held.not_opened));
+    }
+    if held.streams_open > 0 {
+        said.push_str(&format!(
+            ", {} of them event streams still open",
+            held.streams_open
+        ));
     }
     if !held.answers.is_empty() {
         let answers: Vec<String> = held

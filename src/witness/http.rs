@@ -106,20 +106,25 @@ async fn serve_connection<S>(
         let witness = witness.clone();
         let sse = sse.clone();
         async move {
-            if let Some(front) = sse.filter(|_| super::sse::Front::serves(req.uri().path())) {
+            let path = req.uri().path();
+            let theirs =
+                |f: &Arc<super::sse::Front>| path != PATH && f.serves(path, req.uri().query());
+            if let Some(front) = sse.filter(theirs) {
                 return Ok(front.handle(req).await);
             }
             let answer = handle(&witness, local, req).await?;
-            let (parts, body) = answer.into_parts();
+            let (mut parts, body) = answer.into_parts();
+            let listening = parts.extensions.remove::<Listening>();
             let bytes = body
                 .collect()
                 .await
                 .map(|c| c.to_bytes())
                 .unwrap_or_default();
-            Ok::<_, Dropped>(Response::from_parts(
-                parts,
-                super::sse::EventBody::whole(bytes),
-            ))
+            let body = match listening.and_then(Listening::take) {
+                Some(rx) => super::sse::EventBody::stream(bytes, rx),
+                None => super::sse::EventBody::whole(bytes),
+            };
+            Ok::<_, Dropped>(Response::from_parts(parts, body))
         }
     });
     let _ = hyper::server::conn::http1::Builder::new()
@@ -374,10 +379,18 @@ async fn respond(
                 "Not Acceptable: GET needs text/event-stream",
             ));
         }
-        if let Err((status, msg)) = session_of(w, headers, caller.as_ref()) {
-            return Ok(refusal(w, status, msg));
-        }
-        return Ok(method_not_allowed());
+        let id = match session_of(w, headers, caller.as_ref()) {
+            Ok((id, _)) => id,
+            Err((status, msg)) => return Ok(refusal(w, status, msg)),
+        };
+        return Ok(match w.listen(&id) {
+            Some(rx) => listening_stream(rx),
+            None => refusal(
+                w,
+                StatusCode::CONFLICT,
+                "Conflict: the session has a stream open already",
+            ),
+        });
     }
     if method == Method::DELETE {
         let id = match session_of(w, headers, caller.as_ref()) {
@@ -440,9 +453,12 @@ async fn post(
         return Ok(refused(w, &err));
     }
     if modern {
-        // `cache-names`: a header value is a name too.
-        if let Some(name) = headers.get("mcp-name").and_then(|v| v.to_str().ok()) {
-            w.cache_name(name);
+        // `cache-names`: a header value is a name too, `Mcp-Name`'s and each `Mcp-Param-*`'s.
+        for (header, value) in headers {
+            let named = header.as_str() == "mcp-name" || header.as_str().starts_with("mcp-param-");
+            if let (true, Ok(value)) = (named, value.to_str()) {
+                w.cache_name(&format!("{header}: {value}"));
+            }
         }
     }
     if modern && !lax && !lax_binding {
@@ -889,6 +905,32 @@ fn scope_refusal(w: &Witness, read: Option<&Value>, scopes: Option<&[String]>) -
 
 fn too_large(w: &Witness) -> Answer {
     refusal(w, StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large")
+}
+
+/// The receiver of a listening stream, carried on its answer's head to the connection's
+/// service, which streams what it is fed (the answers of this file are whole bodies).
+#[derive(Clone)]
+struct Listening(Arc<std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Bytes>>>>);
+
+impl Listening {
+    fn take(self) -> Option<tokio::sync::mpsc::Receiver<Bytes>> {
+        crate::sync::lock(&self.0).take()
+    }
+}
+
+/// A `GET`'s listening stream: `200 text/event-stream`, a comment, then whatever the session
+/// sends (the witness sends nothing unasked), open until the session ends or the client goes.
+fn listening_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Answer {
+    let mut answer = Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Full::new(Bytes::from_static(b": listening\n\n")))
+        .unwrap_or_default();
+    answer
+        .extensions_mut()
+        .insert(Listening(Arc::new(std::sync::Mutex::new(Some(rx)))));
+    answer
 }
 
 fn method_not_allowed() -> Answer {

@@ -110,8 +110,8 @@ pub enum Broken {
     /// opening request.
     LeakRefused,
     /// Caches 64 KiB for every distinct name it is asked about (a tool called, a prompt got, a
-    /// resource read or subscribed to, an `Mcp-Name` header value), known or not, refused or not,
-    /// and never lets any go: a cache keyed by whatever a client sends.
+    /// resource read or subscribed to, an `Mcp-Name` or `Mcp-Param-*` header value), known or
+    /// not, refused or not, and never lets any go: a cache keyed by whatever a client sends.
     CacheNames,
     /// HTTP: ends a session on `DELETE` (its id then answers 404) but keeps what it held (64
     /// KiB: a task and buffers never stopped), as a transport removed from its table whose
@@ -141,6 +141,10 @@ pub enum Broken {
     /// ended (a socket never closed when its client went away): descriptors grow with every
     /// connection until the process can open no more.
     KeepClosedConnections,
+    /// HTTP: gives every `GET` on a session an event stream of its own and keeps each open while
+    /// its client does (where it would refuse a second one with 409): no bound on the
+    /// listening streams one client holds.
+    GetStreamPerRequest,
     /// HTTP+SSE: looks sessions up the way a JavaScript object is indexed
     /// (`transports[req.query.sessionId]`): `toString`, `constructor`, `__proto__`,
     /// `hasOwnProperty` and the other names every object has are found, are not sessions, and a
@@ -157,6 +161,10 @@ pub enum Broken {
     /// HTTP+SSE: queues every answer for a stream its client does not read, without bound (a
     /// transport that writes to a response whose buffer only grows).
     SseUnboundedQueue,
+    /// HTTP+SSE: takes a POST to any path as a message for the session its query names (a
+    /// catch-all handler), not only at the message URL its `endpoint` event named: a policy or
+    /// an authorization that guards that path is gone around by posting elsewhere.
+    SseAnyPath,
     /// HTTP+SSE: a session outlives its stream: a POST to a session whose client has gone is
     /// still accepted (202) and run, its answer sent nowhere.
     SseKeepEndedSessions,
@@ -312,6 +320,8 @@ pub const MAX_SESSIONS: usize = 1000;
 #[derive(Debug, Default)]
 struct Sessions {
     open: HashMap<String, (Conversation, u64, Option<Vec<u8>>)>,
+    /// Each session's listening streams (its `GET`s), ended with the session.
+    listening: HashMap<String, Vec<tokio::sync::mpsc::Sender<bytes::Bytes>>>,
     clock: u64,
 }
 
@@ -324,6 +334,7 @@ impl Sessions {
             .map(|(id, _)| id.clone());
         if let Some(id) = oldest {
             self.open.remove(&id);
+            self.listening.remove(&id);
         }
     }
 }
@@ -475,8 +486,30 @@ impl Witness {
         Some(conv.clone())
     }
 
+    /// A listening stream (a `GET`) on open session `id`: what feeds it, or `None` when the
+    /// session has one open already (one a session, as the SDKs allow; the
+    /// `get-stream-per-request` mode gives every `GET` its own). The stream ends with the
+    /// session, or when its client goes.
+    pub(crate) fn listen(&self, id: &str) -> Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+        let mut sessions = crate::sync::lock(&self.sessions);
+        if !sessions.open.contains_key(id) {
+            return None;
+        }
+        let streams = sessions.listening.entry(id.to_string()).or_default();
+        streams.retain(|tx| !tx.is_closed());
+        if !streams.is_empty() && !self.config.is(Broken::GetStreamPerRequest) {
+            return None;
+        }
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        streams.push(tx);
+        Some(rx)
+    }
+
     pub(crate) fn close_session(&self, id: &str) -> bool {
-        let ended = crate::sync::lock(&self.sessions).open.remove(id).is_some();
+        let mut sessions = crate::sync::lock(&self.sessions);
+        sessions.listening.remove(id);
+        let ended = sessions.open.remove(id).is_some();
+        drop(sessions);
         if ended && self.config.is(Broken::KeepDeleted) {
             crate::sync::lock(&self.kept).deleted.push(ballast());
         }
@@ -1327,6 +1360,26 @@ mod tests {
             negotiated: Some(LATEST_VERSION.to_string()),
             batches: false,
         }
+    }
+
+    #[test]
+    fn a_session_listens_on_one_stream_unless_broken() {
+        let w = witness();
+        let id = w.open_session(LATEST_VERSION.to_string());
+        let first = w.listen(&id).expect("a first stream");
+        assert!(w.listen(&id).is_none(), "a second while the first is open");
+        drop(first);
+        let again = w.listen(&id).expect("a stream once the first has gone");
+        assert!(w.listen("no-such-session").is_none());
+        assert!(w.close_session(&id));
+        assert!(w.listen(&id).is_none(), "an ended session has none");
+        drop(again);
+        let mut config = WitnessConfig::default();
+        config.broken.insert(Broken::GetStreamPerRequest);
+        let broken = Witness::new(config, Recorder::default());
+        let id = broken.open_session(LATEST_VERSION.to_string());
+        let streams: Vec<_> = (0..100).filter_map(|_| broken.listen(&id)).collect();
+        assert_eq!(streams.len(), 100);
     }
 
     #[test]

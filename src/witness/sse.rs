@@ -66,6 +66,14 @@ impl EventBody {
             rx: None,
         }
     }
+
+    /// `first`, then what `rx` is fed, until its sender is dropped.
+    pub(super) fn stream(first: Bytes, rx: mpsc::Receiver<Bytes>) -> EventBody {
+        EventBody {
+            first: (!first.is_empty()).then_some(first),
+            rx: Some(rx),
+        }
+    }
 }
 
 impl hyper::body::Body for EventBody {
@@ -188,9 +196,13 @@ impl Front {
         })
     }
 
-    /// Whether this front serves `path` (the stream's or the messages').
-    pub(super) fn serves(path: &str) -> bool {
-        path == STREAM_PATH || path == MESSAGE_PATH
+    /// Whether this front serves `path` (the stream's or the messages'; under `sse-any-path`,
+    /// any path whose query names a session: the Streamable HTTP front keeps its own first).
+    pub(super) fn serves(&self, path: &str, query: Option<&str>) -> bool {
+        path == STREAM_PATH
+            || path == MESSAGE_PATH
+            || (self.w.config.is(Broken::SseAnyPath)
+                && query.is_some_and(|q| q.split('&').any(|kv| kv.starts_with("session_id="))))
     }
 
     pub(super) async fn handle(self: &Arc<Self>, req: Request<Incoming>) -> Answer {
@@ -200,8 +212,10 @@ impl Front {
         // `lax-headers`: a PUT is taken as a POST, as the Streamable HTTP front takes it.
         let posted = parts.method == Method::POST
             || (self.w.config.is(Broken::LaxHeaders) && parts.method == Method::PUT);
-        let known = (path == STREAM_PATH && parts.method == Method::GET)
-            || (path == MESSAGE_PATH && posted);
+        let message_path =
+            path == MESSAGE_PATH || (self.w.config.is(Broken::SseAnyPath) && path != STREAM_PATH);
+        let known =
+            (path == STREAM_PATH && parts.method == Method::GET) || (message_path && posted);
         if !known {
             let status = if path == STREAM_PATH || path == MESSAGE_PATH {
                 StatusCode::METHOD_NOT_ALLOWED

@@ -100,6 +100,8 @@ pub enum Refusal {
     UnknownEvent,
     #[error("the downstream failed")]
     Downstream,
+    #[error("the session has a listening stream open already")]
+    StreamOpen,
 }
 
 impl ProxyResult {

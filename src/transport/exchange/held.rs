@@ -21,6 +21,8 @@ use tokio::sync::watch;
 
 /// How long opening one held connection may take.
 const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+/// How long an `in_turn` connection waits for the head of the one before it.
+const IN_TURN_WITHIN: Duration = Duration::from_millis(500);
 /// How long the process is given to let go of the closed connections' descriptors.
 const RELEASE_WITHIN: Duration = Duration::from_secs(3);
 /// The header line a `headers` connection never finishes.
@@ -52,7 +54,7 @@ pub(super) async fn run_held(
     let sampler = pid.map(|pid| tokio::spawn(sample_while(pid, steps.clone())));
     let pinger = tokio::spawn(ping_while(url.clone(), settings.clone(), steps.clone()));
     let (release, released) = watch::channel(false);
-    let held = open_all(&shared, hold, &released, (&steps, started));
+    let held = open_all(&shared, hold, &released, (&steps, started)).await;
     let hold_end = (started + Duration::from_millis(hold.for_ms)).min(shared.budget_end);
     tokio::time::sleep_until(hold_end).await;
     // With every connection still held: a client that sends the request whole, with a
@@ -114,27 +116,51 @@ pub(super) async fn run_held(
     obs
 }
 
-/// Open the held connections, each a task of its own that holds it until `released`; the
-/// steps' `done` counts them as they are begun.
-fn open_all(
+/// Open the held connections: all of them connected first, then each a task of its own that
+/// sends and holds it until `released`, begun together so that the requests reach the server
+/// at once (a check-then-act race in the server, such as "one stream a session", shows only
+/// then); the steps' `done` counts them as they are begun.
+async fn open_all(
     shared: &Shared,
     hold: &HoldSpec,
     released: &watch::Receiver<bool>,
     (steps, started): (&Steps, Instant),
 ) -> Vec<tokio::task::JoinHandle<Fate>> {
-    let mut held = Vec::new();
-    for step in 0..shared.series.count {
+    let mut connecting = Vec::new();
+    for _ in 0..shared.series.count {
         if Instant::now() >= shared.budget_end {
             break;
         }
+        let addr = shared.url.connect_addr();
+        connecting.push(tokio::spawn(async move {
+            let connect = TcpStream::connect(addr);
+            match tokio::time::timeout(CONNECT_WITHIN, connect).await {
+                Ok(Ok(stream)) => Some(stream),
+                _ => None,
+            }
+        }));
+    }
+    let mut connected = Vec::new();
+    for c in connecting {
+        connected.push(c.await.ok().flatten());
+    }
+    let mut held = Vec::new();
+    // A server that has not answered one within the wait is not waited for again: the rest go
+    // at once (no server holds the hold up for a connection count of waits).
+    let mut in_turn = hold.in_turn;
+    for (step, stream) in (0..).zip(connected) {
+        let (answered, head) = tokio::sync::oneshot::channel();
         held.push(tokio::spawn(hold_one(
-            shared.url.clone(),
+            stream,
             request_bytes(shared, step).unwrap_or_default(),
             hold.clone(),
-            released.clone(),
+            (released.clone(), answered),
             started,
         )));
         steps.done.fetch_add(1, Ordering::SeqCst);
+        if in_turn {
+            in_turn = tokio::time::timeout(IN_TURN_WITHIN, head).await.is_ok();
+        }
     }
     held
 }
@@ -170,8 +196,12 @@ fn request_bytes(shared: &Shared, step: u32) -> Option<Vec<u8>> {
 enum Fate {
     /// It could not be opened.
     NotOpened,
-    /// Still open when the runner let it go; `answered` with this status first, if at all.
-    Held { answered: Option<u16> },
+    /// Still open when the runner let it go; `answered` with this status first, if at all,
+    /// and `streaming` when that answer is an event stream that had not ended.
+    Held {
+        answered: Option<u16>,
+        streaming: bool,
+    },
     /// The server closed it (or reset it) this long after the hold began.
     Closed {
         after: Duration,
@@ -218,25 +248,26 @@ fn open_files_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
-/// Open one connection to `url`, send what `hold.trickle` says, and hold it until `released`;
-/// what became of it.
+/// On a connection opened (`None`: it could not be), send what `hold.trickle` says, and hold it
+/// until `released`; what became of it.
 async fn hold_one(
-    url: HttpUrl,
+    stream: Option<TcpStream>,
     bytes: Vec<u8>,
     hold: HoldSpec,
-    mut released: watch::Receiver<bool>,
+    (mut released, answered): (watch::Receiver<bool>, tokio::sync::oneshot::Sender<()>),
     started: Instant,
 ) -> Fate {
-    let connect = TcpStream::connect(url.connect_addr());
-    let Ok(Ok(mut stream)) = tokio::time::timeout(CONNECT_WITHIN, connect).await else {
+    // Told once the answer's head has come (dropped, when the connection ends first).
+    let mut answered = Some(answered);
+    let Some(mut stream) = stream else {
         return Fate::NotOpened;
     };
     let _ = stream.set_nodelay(true);
     let (first, rest) = split_for(hold.trickle, &bytes);
-    let mut read = Vec::new();
-    let closed = |read: &[u8]| Fate::Closed {
+    let mut read = Reading::default();
+    let closed = |read: &Reading| Fate::Closed {
         after: started.elapsed(),
-        answered: status_of(read),
+        answered: read.status(),
     };
     if stream.write_all(&first).await.is_err() {
         return closed(&read);
@@ -247,11 +278,17 @@ async fn hold_one(
     let mut chunk = [0u8; 4096];
     loop {
         tokio::select! {
-            _ = released.changed() => return Fate::Held { answered: status_of(&read) },
+            _ = released.changed() => return Fate::Held {
+                answered: read.status(),
+                streaming: read.open_stream(),
+            },
             n = stream.read(&mut chunk) => match n {
                 Ok(n) if n > 0 => {
-                    if read.len() < 64 {
-                        read.extend_from_slice(&chunk[..n.min(64)]);
+                    read.push(&chunk[..n]);
+                    if read.head_complete() {
+                        if let Some(tell) = answered.take() {
+                            let _ = tell.send(());
+                        }
                     }
                 }
                 _ => return closed(&read),
@@ -286,6 +323,63 @@ fn split_for(trickle: Trickle, bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
             let last = body.len().saturating_sub(1);
             (bytes[..head_end].to_vec(), body[..last].to_vec())
         }
+    }
+}
+
+/// The bytes of its answer a held connection keeps: the first [`HEAD_KEPT`] (the head) and the
+/// last [`TAIL_KEPT`] (where a chunked body ends).
+#[derive(Debug, Default)]
+struct Reading {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+/// How much of an answer's beginning a held connection keeps: its head, as far as it matters.
+const HEAD_KEPT: usize = 4096;
+/// How much of an answer's end it keeps: a chunked body's last chunk and the one before.
+const TAIL_KEPT: usize = 16;
+/// The end of a chunked body: the previous chunk's line end, then the zero-length last chunk.
+const LAST_CHUNK: &[u8] = b"\r\n0\r\n\r\n";
+
+impl Reading {
+    fn push(&mut self, bytes: &[u8]) {
+        let room = HEAD_KEPT.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.tail.extend_from_slice(bytes);
+        let over = self.tail.len().saturating_sub(TAIL_KEPT);
+        self.tail.drain(..over);
+    }
+
+    fn status(&self) -> Option<u16> {
+        status_of(&self.head)
+    }
+
+    fn head_complete(&self) -> bool {
+        self.head.windows(4).any(|w| w == b"\r\n\r\n")
+    }
+
+    /// Whether the answer read so far is an event stream that has not ended: a 2xx whose head
+    /// says `text/event-stream` and gives no length (a body with a length is a whole answer),
+    /// and, when chunked, whose last chunk has not come.
+    fn open_stream(&self) -> bool {
+        let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return false;
+        };
+        if !self.status().is_some_and(|s| (200..300).contains(&s)) {
+            return false;
+        }
+        let head = String::from_utf8_lossy(&self.head[..end]).to_ascii_lowercase();
+        let header = |name: &str| {
+            head.split("\r\n")
+                .skip(1)
+                .filter_map(|line| line.split_once(':'))
+                .find(|(n, _)| n.trim() == name)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let events = header("content-type").is_some_and(|t| t.starts_with("text/event-stream"));
+        let chunked = header("transfer-encoding").is_some_and(|t| t.contains("chunked"));
+        let ended = chunked && (self.tail.ends_with(LAST_CHUNK) || self.head.ends_with(LAST_CHUNK));
+        events && header("content-length").is_none() && !ended
     }
 }
 
@@ -325,8 +419,12 @@ fn tally(hold: &HoldSpec, fates: &[Fate], held_sample: Option<ProcSample>) -> He
     for fate in fates {
         match *fate {
             Fate::NotOpened => seen.not_opened += 1,
-            Fate::Held { answered } => {
+            Fate::Held {
+                answered,
+                streaming,
+            } => {
                 seen.held_to_the_end += 1;
+                seen.streams_open += u32::from(streaming);
                 count_answer(&mut seen, answered);
             }
             Fate::Closed { after, answered } => {
@@ -364,6 +462,31 @@ mod tests {
         let (first, rest) = split_for(Trickle::Idle, REQUEST);
         assert_eq!(first, REQUEST);
         assert!(rest.is_empty());
+    }
+
+    fn read(parts: &[&[u8]]) -> Reading {
+        let mut r = Reading::default();
+        for p in parts {
+            r.push(p);
+        }
+        r
+    }
+
+    #[test]
+    fn an_event_stream_is_open_until_its_last_chunk() {
+        let head: &[u8] =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(read(&[head]).open_stream());
+        assert!(read(&[head, b"9\r\n: open\n\n\r\n"]).open_stream());
+        assert!(!read(&[head, b"9\r\n: open\n\n\r\n", b"0\r\n\r\n"]).open_stream());
+        let whole: &[u8] =
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 4\r\n\r\nid:\n";
+        assert!(!read(&[whole]).open_stream());
+        let refused: &[u8] = b"HTTP/1.1 409 Conflict\r\ncontent-type: text/event-stream\r\n\r\n";
+        assert!(!read(&[refused]).open_stream());
+        let json: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n";
+        assert!(!read(&[json]).open_stream());
+        assert!(!read(&[b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"]).open_stream());
     }
 
     #[test]

@@ -225,7 +225,7 @@ pub async fn run_case(
                 None => run_stdio(case, &target, settings, witness, check_alive).await,
             }
         }
-        Endpoint::Sse(url) => run_sse(case, url, settings, witness, check_alive).await,
+        Endpoint::Sse(url) => run_sse(case, url, settings, (witness, watch), check_alive).await,
     };
     obs.elapsed = started.elapsed();
     obs.meta_sent = meta_sent(case, settings);

@@ -13,6 +13,7 @@ use super::http_request::{post_json, standard_headers, Sent};
 use super::over_http::{learned_placeholders, read_response};
 use super::*;
 use crate::case::SseStream;
+use crate::transport::procfs::{self, Watch};
 use crate::transport::sse::{EventStream, NoEvent};
 use crate::transport::{ClientAnswer, ClientsSeen, SseSeen};
 
@@ -353,7 +354,7 @@ pub(super) async fn run_sse(
     case: &Case,
     url: &HttpUrl,
     settings: &Settings,
-    witness: Option<&WitnessView>,
+    (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
     let mut obs = Observation::new(crate::case::TransportKind::Sse);
@@ -384,7 +385,8 @@ pub(super) async fn run_sse(
         session.close_stream().await;
     }
     if stream == SseStream::Unread {
-        return unread(obs, session, &wire, case, url, settings, check_alive).await;
+        let target = (url, watch);
+        return unread(obs, session, &wire, case, target, settings, check_alive).await;
     }
     let mark = witness.map(WitnessView::mark);
     let answer_id = obs.request_id.clone();
@@ -421,17 +423,20 @@ pub(super) async fn run_sse(
 }
 
 /// The rest of an `unread` case (`sse.stream: unread`): the session's stream no longer read,
-/// the request POSTed `posts` times on it (`post_unread`), the session let go, the alive probe.
+/// the request POSTed `posts` times on it (`post_unread`), the target's process read before
+/// and after them when it is known, the session let go, the alive probe.
 async fn unread(
     mut obs: Observation,
     session: SseSession,
     wire: &Wire,
     case: &Case,
-    url: &HttpUrl,
+    (url, watch): (&HttpUrl, Option<&Watch>),
     settings: &Settings,
     check_alive: bool,
 ) -> Observation {
     let posts = case.spec.sse.as_ref().and_then(|s| s.posts);
+    let pid = watch.and_then(Watch::now);
+    let before = pid.and_then(procfs::sample);
     session.stream.pause();
     let deadline = settings.case_ends(case);
     let seen = post_unread(
@@ -442,8 +447,13 @@ async fn unread(
         &mut obs,
     )
     .await;
+    // What the queued answers cost, read while the session still holds them.
+    let after = pid.and_then(procfs::sample);
     if let Some(sse) = obs.sse.as_mut() {
-        sse.unread = Some(seen);
+        sse.unread = Some(crate::transport::UnreadSeen {
+            memory_kib: before.zip(after).map(|(b, a)| (b.rss_kib, a.rss_kib)),
+            ..seen
+        });
     }
     drop(session);
     if check_alive {

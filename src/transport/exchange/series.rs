@@ -488,7 +488,13 @@ pub(super) async fn send_step_by(
     let (url, settings) = (&shared.url, &shared.settings);
     let deadline = (Instant::now() + settings.case_deadline(&shared.case)).min(by);
     let mut session = None;
-    match http::exchange(url, wire, deadline, SseRead::ToFirstResponse).await {
+    // A GET's answer is a stream that answers nothing and may never end: its head is the answer.
+    let read = if shared.case.spec.request.method.as_deref() == Some("GET") {
+        SseRead::HeadOnly
+    } else {
+        SseRead::ToFirstResponse
+    };
+    match http::exchange(url, wire, deadline, read).await {
         Ok(resp) => {
             read_response(&mut obs, &resp);
             // Only a session the server opened by accepting the step: one named on a
