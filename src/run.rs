@@ -659,7 +659,11 @@ impl OneTrial {
         let lane = &*self.lane;
         let found_gone = obs.found_gone();
         let gone = obs.alive == Some(false) || found_gone;
-        if !gone || lane.id.transport != crate::case::TransportKind::Http {
+        let over_http = matches!(
+            lane.id.transport,
+            crate::case::TransportKind::Http | crate::case::TransportKind::Sse
+        );
+        if !gone || !over_http {
             return;
         }
         // A gate the runner started is started again when a case leaves it unable to answer,

@@ -1001,10 +1001,11 @@ pub(crate) fn open_lanes(
 /// such a stream becomes a lane of that transport; else one is added beside it when the target
 /// serves a stream at the path `at` names. Each finding is said on stderr.
 fn find_sse(rt: &Runtime, lanes: Vec<Lane>, at: &SseAt, settings: &Settings) -> Vec<Lane> {
+    // A stream whose endpoint names another origin is one too: its endpoint is then judged.
     let speaks = |url: &HttpUrl| {
         let deadline = tokio::time::Instant::now() + SSE_DETECT;
-        rt.block_on(exchange::SseSession::open(url, settings, deadline))
-            .is_ok()
+        let opened = rt.block_on(exchange::SseSession::open(url, settings, deadline));
+        matches!(opened, Ok(_) | Err(exchange::SseOpenError::OtherOrigin(_)))
     };
     let mut out = Vec::new();
     for lane in lanes {

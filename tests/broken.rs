@@ -24,6 +24,7 @@ const SSE_ONLY: &[&str] = &[
     "sse-keep-ended-sessions",
     "sse-unbounded-queue",
     "sse-any-path",
+    "sse-foreign-endpoint",
 ];
 
 /// Modes the HTTP+SSE front does not have (a framing, header or session rule of Streamable HTTP
@@ -237,6 +238,7 @@ broken_mode! {
     keeps_sessions_after_their_stream => "sse-keep-ended-sessions",
     queues_for_an_unread_stream => "sse-unbounded-queue",
     takes_messages_on_any_path_over_sse => "sse-any-path",
+    names_an_endpoint_on_another_host => "sse-foreign-endpoint",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -254,11 +254,31 @@ async fn an_endpoint_on_another_origin_is_not_followed() {
         tokio::time::sleep(Duration::from_secs(60)).await;
     })
     .await;
-    let obs = run_sse(url, "none").await;
+    let obs = run_sse(url.clone(), "none").await;
     // The kind of refusal is `SseOpenError::OtherOrigin` (unit-tested where endpoints are
-    // resolved); here: no session, so nothing was sent.
-    assert!(obs.setup_error.is_some(), "{obs:?}");
-    assert!(obs.sse.is_none() && obs.http.is_none());
+    // resolved); here: no session, nothing sent, and a case that does not judge the endpoint
+    // does not apply.
+    assert!(obs.inapplicable.is_some(), "{obs:?}");
+    assert!(obs.setup_error.is_none() && obs.sse.is_none() && obs.http.is_none());
+    // The case that judges the endpoint records it, unsent, for its finding.
+    let case = Case {
+        id: "hostile/endpoint".into(),
+        spec: parse_case(
+            "hostile.json",
+            r#"{"title": "endpoint", "requirements": ["MCP-SSE-07"], "transports": ["sse"],
+                "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}},
+                "expect": {"outcome": "accept", "endpoint_same_origin": true}}"#,
+        )
+        .expect("valid case"),
+        source: Source::Embedded,
+    };
+    let obs = run_case(&case, &Endpoint::Sse(url), &quick(), None, None, true).await;
+    let seen = obs.sse.as_ref().expect("the endpoint was recorded");
+    assert!(
+        seen.elsewhere && seen.endpoint.contains("127.0.0.1:9"),
+        "{obs:?}"
+    );
+    assert!(obs.http.is_none() && obs.inapplicable.is_none() && obs.setup_error.is_none());
 }
 
 /// POSTs accepted and nothing ever on the stream: the case times out at its deadline, and the

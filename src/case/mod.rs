@@ -660,6 +660,20 @@ fn validate_metadata(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Case
             "`sse` says what becomes of an HTTP+SSE stream: its `transports` are `[\"sse\"]`",
         ));
     }
+    let elsewhere = [spec.prefer.as_ref(), spec.strict.as_ref()]
+        .into_iter()
+        .flatten()
+        .any(|e| e.endpoint_same_origin.is_some());
+    let endpoint = spec.expect.endpoint_same_origin;
+    if elsewhere
+        || endpoint == Some(false)
+        || (endpoint.is_some() && spec.transports.as_deref() != Some(&[TransportKind::Sse]))
+    {
+        return Err(invalid(
+            path,
+            "`endpoint_same_origin` is `true` in `expect` only, and judges an HTTP+SSE stream's endpoint event: its `transports` are `[\"sse\"]`",
+        ));
+    }
     if let Some(sse) = &spec.sse {
         let unread = sse.stream == SseStream::Unread;
         if sse

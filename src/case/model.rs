@@ -217,10 +217,11 @@ pub struct HoldSpec {
     /// How long the connections are held, in milliseconds (100 to 60000).
     #[schemars(range(min = 100, max = 60000))]
     pub for_ms: u64,
-    /// `idle` only: each connection sends its request once the one before has the head of its
-    /// answer (after one wait of half a second in vain, the rest send at once), as a client opening streams one after
-    /// another does; by default they all send at once. What is judged is then a server's bound,
-    /// not whether its check and its bookkeeping race.
+    /// `idle` only: each connection is opened, and sends its request, once the one before has
+    /// the head of its answer (after one wait of half a second in vain, or once `for_ms` is up,
+    /// the rest without waiting), as a client opening streams one after another does; by
+    /// default they are all opened first and send at once. What is judged is then a server's
+    /// bound, not whether its check and its bookkeeping race.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_turn: bool,
 }
@@ -691,6 +692,11 @@ pub struct Expect {
     /// A series: what the whole of it may cost the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<SeriesExpect>,
+    /// HTTP+SSE: `true`, the stream's `endpoint` event must name a message URL on the stream's
+    /// own origin (the runner never posts elsewhere: an endpoint on another origin is this
+    /// case's finding, and every other case of the lane is not applicable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_same_origin: Option<bool>,
 }
 
 impl Expect {
@@ -719,6 +725,7 @@ impl Expect {
             server_requests: strict.server_requests.or(self.server_requests),
             challenge: strict.challenge.clone().or_else(|| self.challenge.clone()),
             series: strict.series.clone().or_else(|| self.series.clone()),
+            endpoint_same_origin: strict.endpoint_same_origin.or(self.endpoint_same_origin),
         }
     }
 }

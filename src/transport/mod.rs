@@ -184,6 +184,8 @@ pub struct SseSeen {
     pub stream_ended: Option<String>,
     /// `sse.stream: unread`: what became of the POSTs sent while the stream was not read.
     pub unread: Option<UnreadSeen>,
+    /// The endpoint named another origin: nothing was posted (the runner posts nowhere else).
+    pub elsewhere: bool,
 }
 
 /// The POSTs of an `unread` case: sent one after another on a session whose stream the client

@@ -17,6 +17,33 @@ impl Judge<'_> {
         }
     }
 
+    /// HTTP+SSE, `endpoint_same_origin`: where the stream's `endpoint` event sends the client
+    /// (MCP-SSE-07). `true` when it named another origin: that is then the case's one finding,
+    /// nothing having been sent.
+    pub(super) fn endpoint_elsewhere(&mut self) -> bool {
+        if self.expect.endpoint_same_origin != Some(true) {
+            return false;
+        }
+        let Some(sse) = self.obs.sse.as_ref() else {
+            return false;
+        };
+        let endpoint = sse.endpoint.clone();
+        if sse.elsewhere {
+            self.add(
+                Check::Endpoint,
+                self.level_status,
+                format!("the stream's endpoint event names another origin ({endpoint}): a client that follows it posts every message, its session id included, to another host (MCP-SSE-07); the runner posted nothing there"),
+            );
+            return true;
+        }
+        self.add(
+            Check::Endpoint,
+            Status::Pass,
+            format!("the endpoint event names the stream's own origin ({endpoint})"),
+        );
+        false
+    }
+
     /// HTTP+SSE, `sse.stream: unread`: a server that accepted every POST while the client read
     /// none of their answers queues them without bound (MCP-SSE-05); one that refused one, left
     /// one waiting or ended the session bounds it. A case whose time ran out first is not judged.

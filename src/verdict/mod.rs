@@ -59,6 +59,8 @@ pub enum Check {
     Cpu,
     /// A series: how long a `ping` on another connection took while it ran.
     Latency,
+    /// HTTP+SSE: where the stream's `endpoint` event sends the client's messages.
+    Endpoint,
 }
 
 impl Check {
@@ -79,6 +81,7 @@ impl Check {
             Check::Resources => "resources",
             Check::Challenge => "challenge",
             Check::Crossed => "crossed",
+            Check::Endpoint => "endpoint",
             Check::Series => "series",
             Check::Memory => "memory",
             Check::Cpu => "cpu",
@@ -436,6 +439,9 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
             format!("the case could not be sent: {e}"),
         );
         return j.verdict(observed);
+    }
+    if j.endpoint_elsewhere() {
+        return j.verdict(Observed::NoAnswer("not sent".into()));
     }
     j.canary();
     j.framing();

@@ -384,12 +384,15 @@ async fn respond(
             Err((status, msg)) => return Ok(refusal(w, status, msg)),
         };
         return Ok(match w.listen(&id) {
-            Some(rx) => listening_stream(rx),
-            None => refusal(
+            Ok(rx) => listening_stream(rx),
+            Err(super::NoStream::Open) => refusal(
                 w,
                 StatusCode::CONFLICT,
                 "Conflict: the session has a stream open already",
             ),
+            Err(super::NoStream::Gone) => {
+                refusal(w, StatusCode::NOT_FOUND, "Not Found: unknown session")
+            }
         });
     }
     if method == Method::DELETE {
@@ -457,7 +460,7 @@ async fn post(
         for (header, value) in headers {
             let named = header.as_str() == "mcp-name" || header.as_str().starts_with("mcp-param-");
             if let (true, Ok(value)) = (named, value.to_str()) {
-                w.cache_name(&format!("{header}: {value}"));
+                w.cache_name(value);
             }
         }
     }

@@ -165,6 +165,10 @@ pub enum Broken {
     /// catch-all handler), not only at the message URL its `endpoint` event named: a policy or
     /// an authorization that guards that path is gone around by posting elsewhere.
     SseAnyPath,
+    /// HTTP+SSE: the `endpoint` event names the message URL on another host (127.0.0.2, the
+    /// same port) where it should name its own origin: a client that follows it sends every
+    /// message, session id included, elsewhere.
+    SseForeignEndpoint,
     /// HTTP+SSE: a session outlives its stream: a POST to a session whose client has gone is
     /// still accepted (202) and run, its answer sent nowhere.
     SseKeepEndedSessions,
@@ -314,6 +318,15 @@ pub struct Witness {
 /// Sessions the witness keeps at most: at the cap the least recently used one goes (its id then
 /// answers 404, as an ended session's must), so no client can grow it without bound.
 pub const MAX_SESSIONS: usize = 1000;
+
+/// Why a session gets no listening stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoStream {
+    /// It has one open already.
+    Open,
+    /// It ended (or was let go) meanwhile.
+    Gone,
+}
 
 /// The open sessions: each conversation with when it was last used (a counter), and in the
 /// `keep-sessions` mode the state it holds.
@@ -486,23 +499,25 @@ impl Witness {
         Some(conv.clone())
     }
 
-    /// A listening stream (a `GET`) on open session `id`: what feeds it, or `None` when the
-    /// session has one open already (one a session, as the SDKs allow; the
-    /// `get-stream-per-request` mode gives every `GET` its own). The stream ends with the
-    /// session, or when its client goes.
-    pub(crate) fn listen(&self, id: &str) -> Option<tokio::sync::mpsc::Receiver<bytes::Bytes>> {
+    /// A listening stream (a `GET`) on open session `id`: what feeds it, or why there is none
+    /// (one a session, as the SDKs allow; the `get-stream-per-request` mode gives every `GET`
+    /// its own). The stream ends with the session, or when its client goes.
+    pub(crate) fn listen(
+        &self,
+        id: &str,
+    ) -> Result<tokio::sync::mpsc::Receiver<bytes::Bytes>, NoStream> {
         let mut sessions = crate::sync::lock(&self.sessions);
         if !sessions.open.contains_key(id) {
-            return None;
+            return Err(NoStream::Gone);
         }
         let streams = sessions.listening.entry(id.to_string()).or_default();
         streams.retain(|tx| !tx.is_closed());
         if !streams.is_empty() && !self.config.is(Broken::GetStreamPerRequest) {
-            return None;
+            return Err(NoStream::Open);
         }
         let (tx, rx) = tokio::sync::mpsc::channel(16);
         streams.push(tx);
-        Some(rx)
+        Ok(rx)
     }
 
     pub(crate) fn close_session(&self, id: &str) -> bool {
@@ -1367,18 +1382,24 @@ mod tests {
         let w = witness();
         let id = w.open_session(LATEST_VERSION.to_string());
         let first = w.listen(&id).expect("a first stream");
-        assert!(w.listen(&id).is_none(), "a second while the first is open");
+        let second = w.listen(&id).err();
+        assert_eq!(
+            second,
+            Some(NoStream::Open),
+            "a second while the first is open"
+        );
         drop(first);
         let again = w.listen(&id).expect("a stream once the first has gone");
-        assert!(w.listen("no-such-session").is_none());
+        assert_eq!(w.listen("no-such-session").err(), Some(NoStream::Gone));
         assert!(w.close_session(&id));
-        assert!(w.listen(&id).is_none(), "an ended session has none");
+        let ended = w.listen(&id).err();
+        assert_eq!(ended, Some(NoStream::Gone), "an ended session has none");
         drop(again);
         let mut config = WitnessConfig::default();
         config.broken.insert(Broken::GetStreamPerRequest);
         let broken = Witness::new(config, Recorder::default());
         let id = broken.open_session(LATEST_VERSION.to_string());
-        let streams: Vec<_> = (0..100).filter_map(|_| broken.listen(&id)).collect();
+        let streams: Vec<_> = (0..100).filter_map(|_| broken.listen(&id).ok()).collect();
         assert_eq!(streams.len(), 100);
     }
 

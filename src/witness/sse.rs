@@ -286,13 +286,19 @@ impl Front {
                 crate::sync::lock(&front.streams).open.remove(&ended);
             });
         }
+        // `sse-foreign-endpoint`: the message URL on another host (127.0.0.2, this port).
+        let origin = if self.w.config.is(Broken::SseForeignEndpoint) {
+            format!("{}://127.0.0.2:{}", self.local.scheme, self.local.port)
+        } else {
+            String::new()
+        };
         Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "text/event-stream")
             .header("cache-control", "no-cache")
             .body(EventBody {
                 first: Some(Bytes::from(format!(
-                    "event: endpoint\ndata: {MESSAGE_PATH}?session_id={id}\n\n"
+                    "event: endpoint\ndata: {origin}{MESSAGE_PATH}?session_id={id}\n\n"
                 ))),
                 rx: Some(rx),
             })

@@ -119,36 +119,61 @@ pub(super) async fn run_held(
 /// Open the held connections: all of them connected first, then each a task of its own that
 /// sends and holds it until `released`, begun together so that the requests reach the server
 /// at once (a check-then-act race in the server, such as "one stream a session", shows only
-/// then); the steps' `done` counts them as they are begun.
+/// then); with `hold.in_turn`, one after another ([`open_in_turn`]). The steps' `done` counts
+/// them as they are begun.
 async fn open_all(
     shared: &Shared,
     hold: &HoldSpec,
     released: &watch::Receiver<bool>,
     (steps, started): (&Steps, Instant),
 ) -> Vec<tokio::task::JoinHandle<Fate>> {
+    if hold.in_turn {
+        return open_in_turn(shared, hold, released, (steps, started)).await;
+    }
     let mut connecting = Vec::new();
     for _ in 0..shared.series.count {
         if Instant::now() >= shared.budget_end {
             break;
         }
-        let addr = shared.url.connect_addr();
-        connecting.push(tokio::spawn(async move {
-            let connect = TcpStream::connect(addr);
-            match tokio::time::timeout(CONNECT_WITHIN, connect).await {
-                Ok(Ok(stream)) => Some(stream),
-                _ => None,
-            }
-        }));
+        connecting.push(tokio::spawn(connect(shared.url.connect_addr())));
     }
     let mut connected = Vec::new();
     for c in connecting {
         connected.push(c.await.ok().flatten());
     }
     let mut held = Vec::new();
-    // A server that has not answered one within the wait is not waited for again: the rest go
-    // at once (no server holds the hold up for a connection count of waits).
-    let mut in_turn = hold.in_turn;
     for (step, stream) in (0..).zip(connected) {
+        // Nobody waits for these answers: the sender is dropped with the task's end.
+        let (answered, _) = tokio::sync::oneshot::channel();
+        held.push(tokio::spawn(hold_one(
+            stream,
+            request_bytes(shared, step).unwrap_or_default(),
+            hold.clone(),
+            (released.clone(), answered),
+            started,
+        )));
+        steps.done.fetch_add(1, Ordering::SeqCst);
+    }
+    held
+}
+
+/// `hold.in_turn`: each connection opened, and its request sent, once the one before has the
+/// head of its answer. After one wait of [`IN_TURN_WITHIN`] in vain, or once the hold's time
+/// is up, the rest are opened without waiting; none is opened past the series' budget.
+async fn open_in_turn(
+    shared: &Shared,
+    hold: &HoldSpec,
+    released: &watch::Receiver<bool>,
+    (steps, started): (&Steps, Instant),
+) -> Vec<tokio::task::JoinHandle<Fate>> {
+    let hold_end = started + Duration::from_millis(hold.for_ms);
+    let mut waiting = true;
+    let mut held = Vec::new();
+    for step in 0..shared.series.count {
+        if Instant::now() >= shared.budget_end {
+            break;
+        }
+        let stream = connect(shared.url.connect_addr()).await;
         let (answered, head) = tokio::sync::oneshot::channel();
         held.push(tokio::spawn(hold_one(
             stream,
@@ -158,11 +183,20 @@ async fn open_all(
             started,
         )));
         steps.done.fetch_add(1, Ordering::SeqCst);
-        if in_turn {
-            in_turn = tokio::time::timeout(IN_TURN_WITHIN, head).await.is_ok();
+        if waiting {
+            waiting = Instant::now() < hold_end
+                && tokio::time::timeout(IN_TURN_WITHIN, head).await.is_ok();
         }
     }
     held
+}
+
+/// One connection to `addr`, within [`CONNECT_WITHIN`]; `None` when it could not be opened.
+async fn connect(addr: String) -> Option<TcpStream> {
+    match tokio::time::timeout(CONNECT_WITHIN, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => Some(stream),
+        _ => None,
+    }
 }
 
 /// Step `step`'s request on the wire, as [`send_step`] would send it whole; `None` for a body

@@ -29,7 +29,7 @@ mod stdio_series;
 
 use self::over_http::run_http;
 use self::over_sse::run_sse;
-pub(crate) use self::over_sse::SseSession;
+pub(crate) use self::over_sse::{SseOpenError, SseSession};
 use self::over_stdio::{run_stdio, StdioTarget};
 use self::probe::order_probe;
 pub(crate) use self::probe::{probe, probe_sse, Probe};

@@ -364,7 +364,11 @@ pub(super) async fn run_sse(
     let first = marks.as_ref().map(|m| m[0].clone());
     let (mut session, ph) = match ready(case, url, settings, first, deadline).await {
         Ok(ready) => ready,
-        Err(why) => {
+        Err(Unready::Elsewhere(endpoint)) => {
+            elsewhere(&mut obs, case, endpoint);
+            return obs;
+        }
+        Err(Unready::Failed(why)) => {
             obs.setup_error = Some(why);
             return obs;
         }
@@ -471,20 +475,50 @@ async fn ready(
     settings: &Settings,
     mark: Option<String>,
     deadline: Instant,
-) -> Result<(SseSession, Placeholders), String> {
-    let mut session = SseSession::open(url, settings, deadline)
-        .await
-        .map_err(|e| format!("opening the event stream: {}", chain(&e)))?;
+) -> Result<(SseSession, Placeholders), Unready> {
+    let mut session = match SseSession::open(url, settings, deadline).await {
+        Ok(session) => session,
+        Err(SseOpenError::OtherOrigin(endpoint)) => return Err(Unready::Elsewhere(endpoint)),
+        Err(e) => {
+            let why = format!("opening the event stream: {}", chain(&e));
+            return Err(Unready::Failed(why));
+        }
+    };
     let mut ph = learned_placeholders(&session.post_to, settings, None, mark.as_ref());
     if case.spec.session == SessionMode::Initialized {
         let version = session
             .handshake(&handshake_settings(case, settings), deadline)
-            .await?;
+            .await
+            .map_err(Unready::Failed)?;
         ph.set("protocol_version", version);
     }
     let (param, id) = session.session_param();
     ph.set("session_id", id).set("session_param", param);
     Ok((session, ph))
+}
+
+/// Why a client's session could not be had.
+enum Unready {
+    /// The endpoint event named a message URL on another origin (as sent).
+    Elsewhere(String),
+    /// Anything else, said.
+    Failed(String),
+}
+
+/// An endpoint on another origin: the case that judges the endpoint (`endpoint_same_origin`)
+/// records it, unsent, for its finding; any other case does not apply, saying why.
+fn elsewhere(obs: &mut Observation, case: &Case, endpoint: String) {
+    if case.spec.expect.endpoint_same_origin == Some(true) {
+        obs.sse = Some(SseSeen {
+            endpoint,
+            elsewhere: true,
+            ..SseSeen::default()
+        });
+    } else {
+        obs.inapplicable = Some(format!(
+            "not applicable: the stream's endpoint event names another origin ({endpoint}), where the runner posts nothing (sse/endpoint-names-the-stream-origin judges it)"
+        ));
+    }
 }
 
 /// The case's request as one client of `session` sends it (its placeholders `ph`), to the
@@ -579,8 +613,14 @@ async fn other_clients(
         let (session, mut ph) = match ready(case, url, settings, Some(mark.clone()), deadline).await
         {
             Ok(r) => r,
-            Err(why) => {
+            Err(Unready::Failed(why)) => {
                 out.push(Err(why));
+                continue;
+            }
+            Err(Unready::Elsewhere(endpoint)) => {
+                out.push(Err(format!(
+                    "the endpoint event names another origin ({endpoint})"
+                )));
                 continue;
             }
         };

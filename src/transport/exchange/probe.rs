@@ -31,6 +31,10 @@ pub(crate) struct Probe {
     /// Legacy versions whose `initialize` got an answer agreeing to no version, with what the
     /// answer was (`HTTP 401 …`), cut short.
     pub refused: Vec<(Version, String)>,
+    /// HTTP+SSE: the stream's `endpoint` event named a message URL on another origin (as sent),
+    /// where the runner posts nothing: the lane runs, and only the case that judges the endpoint
+    /// applies.
+    pub sse_elsewhere: Option<String>,
 }
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
@@ -151,6 +155,10 @@ pub(crate) async fn probe_sse(endpoint: &Endpoint, settings: &Settings) -> Probe
         }
         Heard::Refused(why) => out.refused.push((versions::SSE, why)),
         Heard::Nothing => out.unclear.push(versions::SSE),
+        Heard::Elsewhere(endpoint) => {
+            out.accepted.push(versions::SSE);
+            out.sse_elsewhere = Some(endpoint);
+        }
     }
     out
 }
@@ -158,6 +166,9 @@ pub(crate) async fn probe_sse(endpoint: &Endpoint, settings: &Settings) -> Probe
 impl Probe {
     /// What [`probe_sse`] found, in words.
     pub(crate) fn sse_summary(&self) -> String {
+        if let Some(endpoint) = &self.sse_elsewhere {
+            return format!("the HTTP+SSE stream names its message URL on another origin ({endpoint}), where the runner posts nothing: only sse/endpoint-names-the-stream-origin applies");
+        }
         if self.accepted.contains(&versions::SSE) {
             return format!("the HTTP+SSE stream accepts {}", versions::SSE);
         }
@@ -200,7 +211,7 @@ pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
                 out.countered.push((v, other));
             }
             Heard::Refused(why) => out.refused.push((v, why)),
-            Heard::Nothing => out.unclear.push(v),
+            Heard::Nothing | Heard::Elsewhere(_) => out.unclear.push(v),
         }
     }
     // A legacy server may leave a method it does not know unanswered over stdio: silence to
@@ -255,6 +266,8 @@ enum Heard {
     Refused(String),
     /// No answer at all: a deadline passed, the connection failed, the process never wrote.
     Nothing,
+    /// HTTP+SSE: a stream whose `endpoint` event names another origin (as sent).
+    Elsewhere(String),
 }
 
 /// One `initialize` for the version of `settings`, on a fresh connection or process.
@@ -285,8 +298,12 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
         }
         Endpoint::Sse(url) => {
             let deadline = Instant::now() + settings.probe_timeout;
-            let Ok(mut session) = SseSession::open(url, settings, deadline).await else {
-                return Heard::Nothing;
+            let mut session = match SseSession::open(url, settings, deadline).await {
+                Ok(session) => session,
+                Err(super::over_sse::SseOpenError::OtherOrigin(endpoint)) => {
+                    return Heard::Elsewhere(endpoint)
+                }
+                Err(_) => return Heard::Nothing,
             };
             match session.handshake(settings, deadline).await {
                 Ok(version) => Heard::Agreed(version, None, None),
