@@ -1,9 +1,10 @@
 //! Series cases (`sessions/`, `state/`, `cpu/`, `connections/`): what accumulates over many
 //! requests and connections. Each is run against the witness started by the runner itself
 //! (`--serve`, so its process is read): the strict witness passes every one, and each fails on
-//! the broken modes made for it. Without the
-//! process (a plain `--http`), memory is said to be not observed, never passed in silence. The
-//! reference gate in front of the runner's witness (`--gate`) passes every one.
+//! the broken modes made for it (that each mode fails nothing else is an ignored sweep the series
+//! workflow runs). Without the process (a plain `--http`), memory is said to be not observed,
+//! never passed in silence. The reference gate in front of the runner's witness (`--gate`)
+//! passes every one.
 
 use crate::util::{bin, run_with_report, stdio_witness_command, HttpWitness, Trial};
 use mcp_gauntlet::case::Catalogue;
@@ -123,9 +124,14 @@ fn served(broken: &str) -> String {
 
 /// The series trials of a run against `target` args (one version: a series runs once per target).
 fn series_trials(args: &[&str]) -> Vec<Trial> {
+    series_trials_of(args, &["sessions/", "state/", "cpu/", "connections/"])
+}
+
+/// The trials of the series `filters` pick, as [`series_trials`].
+fn series_trials_of(args: &[&str], filters: &[&str]) -> Vec<Trial> {
     let mut args = args.to_vec();
     args.extend(["--spec", "2025-11-25,2026-07-28"]);
-    let (_, report) = run_with_report(&args, &["sessions/", "state/", "cpu/", "connections/"]);
+    let (_, report) = run_with_report(&args, filters);
     report
         .results
         .into_iter()
@@ -189,50 +195,62 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
             "{t:?}"
         );
     }
-    // Two modes at a time: a series run mostly waits (held connections, pings, a witness of its
-    // own), so two share the machine's cores; each judges its own witness's process.
-    let mut runs: Vec<(&str, Vec<Trial>)> = Vec::new();
-    for pair in modes().chunks(2) {
-        let got: Vec<(&str, Vec<Trial>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = pair
-                .iter()
-                .map(|m| (*m, s.spawn(move || series_trials(&["--serve", &served(m)]))))
-                .collect();
-            handles
-                .into_iter()
-                .map(|(m, h)| (m, h.join().expect("a mode's run")))
-                .collect()
-        });
-        runs.extend(got);
+    // Each mode against the cases made for it (that it fails them all, each on its own
+    // oracle); that it fails nothing else is the sweep below, run by the series workflow.
+    for mode in modes() {
+        let own = cases_made_for(mode);
+        let trials = series_trials_of(&["--serve", &served(mode)], &own);
+        judge_mode(mode, &trials);
     }
-    for (mode, trials) in runs {
-        for t in &trials {
-            match proving_check(&t.id, mode) {
-                Some(check) => {
-                    let id = &t.id;
-                    assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
-                    // Its own oracle says so; nothing else fails but what the same bug shows.
-                    let found = checks_not_passed(t);
-                    assert!(found.contains(&check.to_string()), "{id} on {mode}: {t:?}");
-                    assert!(
-                        found.iter().all(|c| c == check || also_shows(check, c)),
-                        "{id} on {mode}: {t:?}"
-                    );
-                }
-                // Only the cases made for it: a mode that fails every series proves nothing.
-                None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
+}
+
+/// Every mode against every series case: it fails those made for it and passes every other (a
+/// mode that fails every series proves nothing). About seven minutes, so not in `.ci/run`:
+/// `.github/workflows/series.yml` runs it (`cargo test --release --test tests -- --ignored
+/// series::`).
+#[test]
+#[ignore = "the full sweep, every mode against every series case: the series workflow runs it"]
+fn each_mode_fails_only_the_series_made_for_it() {
+    for mode in modes() {
+        let trials = series_trials(&["--serve", &served(mode)]);
+        judge_mode(mode, &trials);
+    }
+}
+
+/// The ids of the series cases `mode` is made to fail.
+fn cases_made_for(mode: &str) -> Vec<&'static str> {
+    PROVEN_BY
+        .iter()
+        .filter(|(_, by)| by.iter().any(|(m, _)| *m == mode))
+        .map(|(id, _)| *id)
+        .collect()
+}
+
+/// `trials`, run on the witness broken by `mode`: each case made for it warns on its own oracle
+/// (and what the same bug may also show), every other passes, and every case made for it ran.
+fn judge_mode(mode: &str, trials: &[Trial]) {
+    for t in trials {
+        match proving_check(&t.id, mode) {
+            Some(check) => {
+                let id = &t.id;
+                assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
+                // Its own oracle says so; nothing else fails but what the same bug shows.
+                let found = checks_not_passed(t);
+                assert!(found.contains(&check.to_string()), "{id} on {mode}: {t:?}");
+                assert!(
+                    found.iter().all(|c| c == check || also_shows(check, c)),
+                    "{id} on {mode}: {t:?}"
+                );
             }
+            None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
         }
-        let made_for = PROVEN_BY
-            .iter()
-            .filter(|(_, by)| by.iter().any(|(m, _)| *m == mode))
-            .count();
-        let ran = trials.iter().filter(|t| t.verdict == "warn").count();
-        assert_eq!(
-            ran, made_for,
-            "every case made for {mode} ran and warned: {trials:?}"
-        );
     }
+    let ran = trials.iter().filter(|t| t.verdict == "warn").count();
+    assert_eq!(
+        ran,
+        cases_made_for(mode).len(),
+        "every case made for {mode} ran and warned: {trials:?}"
+    );
 }
 
 /// The series that apply over stdio (per-name state, CPU), each its steps written as lines to
