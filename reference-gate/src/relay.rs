@@ -52,8 +52,6 @@ pub struct Session {
     /// Event ids given to this client, oldest first, with the downstream's.
     events: Mutex<VecDeque<(String, String)>>,
     next_event: AtomicU64,
-    /// The client's listening stream (its GET), while it is open: one a session.
-    listening: Mutex<Option<tokio::sync::mpsc::WeakSender<Relayed>>>,
 }
 
 impl Session {
@@ -79,28 +77,7 @@ impl Session {
             progress: Mutex::new(HashMap::new()),
             events: Mutex::new(VecDeque::new()),
             next_event: AtomicU64::new(1),
-            listening: Mutex::new(None),
         })
-    }
-
-    /// Make `tx` the session's listening stream, unless one is open already (its client still
-    /// reading, its relay still feeding it): a client holds one at a time, however many GETs
-    /// it sends (MCP-DOS-10). A stream whose senders are all dropped, or whose client went, no
-    /// longer counts.
-    pub(crate) fn claim_listening(&self, tx: &tokio::sync::mpsc::Sender<Relayed>) -> bool {
-        // A poisoned lock: refuse (fail closed).
-        let Ok(mut slot) = self.listening.lock() else {
-            return false;
-        };
-        let open = slot
-            .as_ref()
-            .and_then(tokio::sync::mpsc::WeakSender::upgrade)
-            .is_some_and(|held| !held.is_closed());
-        if open {
-            return false;
-        }
-        *slot = Some(tx.downgrade());
-        true
     }
 
     /// The session's own downstream session, if it is open.
@@ -846,26 +823,6 @@ pub fn normalize_uri(uri: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::policy::{Effect, Rule, RuleEngine};
-
-    #[test]
-    fn a_session_holds_one_listening_stream_at_a_time() {
-        let session = Session::new(None);
-        let (first, first_rx) = tokio::sync::mpsc::channel(1);
-        assert!(session.claim_listening(&first));
-        let (second, _second_rx) = tokio::sync::mpsc::channel(1);
-        assert!(
-            !session.claim_listening(&second),
-            "a second stream while the first is read"
-        );
-        // Its client gone: the stream no longer counts.
-        drop(first_rx);
-        assert!(session.claim_listening(&second));
-        // Its relay ended (every sender dropped): neither.
-        drop(second);
-        let (third, _third_rx) = tokio::sync::mpsc::channel(1);
-        assert!(session.claim_listening(&third));
-        drop(first);
-    }
 
     /// Trace lines written to memory.
     #[derive(Clone, Default)]

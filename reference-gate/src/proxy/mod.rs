@@ -100,8 +100,6 @@ pub enum Refusal {
     UnknownEvent,
     #[error("the downstream failed")]
     Downstream,
-    #[error("the session has a listening stream open already")]
-    StreamOpen,
 }
 
 impl ProxyResult {

@@ -226,11 +226,6 @@ impl Proxy {
         last_event_id: Option<&str>,
         principal: Option<&str>,
     ) -> Result<Option<tokio::sync::mpsc::Receiver<Relayed>>, Refusal> {
-        // Claimed before the downstream is asked, so GETs sent together cannot all pass.
-        let (tx, rx) = tokio::sync::mpsc::channel(16);
-        if !session.claim_listening(&tx) {
-            return Err(Refusal::StreamOpen);
-        }
         let downstream = match session.open().await {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(None),
@@ -263,6 +258,7 @@ impl Proxy {
             decision: decision_id(),
             principal: principal.map(str::to_string),
         };
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
         tokio::spawn(relay::pump(ctx, events, tx));
         Ok(Some(rx))
     }
