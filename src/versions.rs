@@ -55,6 +55,13 @@ impl Version {
         self >= MODERN_FIRST
     }
 
+    /// Of a version whose JSON-RPC takes batch arrays (2025-03-26 and before: 2025-03-26
+    /// requires a receiver to take them, 2024-11-05 follows JSON-RPC 2.0; 2025-06-18 removed
+    /// them).
+    pub(crate) fn has_batches(self) -> bool {
+        self <= Version::new(2025, 3, 26)
+    }
+
     /// One of the versions the suite runs ([`KNOWN`]).
     pub(crate) fn is_known(self) -> bool {
         KNOWN.contains(&self)
@@ -330,6 +337,8 @@ mod tests {
         assert!(is_modern("2099-01-01"));
         assert!(!is_modern("2026-07-28 "));
         assert!(!is_modern("latest"));
+        assert!(SSE.has_batches() && Version::new(2025, 3, 26).has_batches());
+        assert!(!Version::new(2025, 6, 18).has_batches() && !MODERN_FIRST.has_batches());
     }
 
     #[test]

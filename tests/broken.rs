@@ -25,6 +25,7 @@ const SSE_ONLY: &[&str] = &[
     "sse-unbounded-queue",
     "sse-any-path",
     "sse-foreign-endpoint",
+    "batch-first-only",
 ];
 
 /// Modes the HTTP+SSE front does not have (a framing, header or session rule of Streamable HTTP
@@ -239,6 +240,7 @@ broken_mode! {
     queues_for_an_unread_stream => "sse-unbounded-queue",
     takes_messages_on_any_path_over_sse => "sse-any-path",
     names_an_endpoint_on_another_host => "sse-foreign-endpoint",
+    answers_a_batch_by_its_first_member => "batch-first-only",
 }
 
 /// Every case that applies somewhere fails under at least one targeted broken mode (not only

@@ -466,6 +466,34 @@ fn a_call_that_times_out_is_cancelled_downstream() {
     assert!(cancelled, "{:?}", witness_lines(&gate));
 }
 
+/// A second listening stream on one session, while the first is open: the downstream refuses
+/// it with 409 and so does the gate (the downstream did not fail: no 502).
+#[test]
+fn a_second_listening_stream_is_refused_as_the_downstream_refuses_it() {
+    let gate = start(|_| {});
+    let (_, resp) = post(gate.addr, "", INIT);
+    let sid = session(&resp);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let (status, _) = post(gate.addr, &with_session(&sid), initialized);
+    assert_eq!(status, 202);
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nAccept: text/event-stream\r\n{}",
+        with_session(&sid)
+    );
+    // The first stream stays open: only its status line is read.
+    let mut first = std::net::TcpStream::connect(gate.addr).unwrap();
+    first
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let request = format!("{head}Host: {}\r\n\r\n", gate.addr);
+    first.write_all(request.as_bytes()).unwrap();
+    let mut status_line = [0u8; 12];
+    first.read_exact(&mut status_line).unwrap();
+    assert_eq!(&status_line[9..12], b"200");
+    let (status, resp) = send(gate.addr, &head, "");
+    assert_eq!(status, 409, "{resp}");
+}
+
 /// Send `head` (request line and headers, without the final blank line) and `body`.
 fn send(addr: std::net::SocketAddr, head: &str, body: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();

@@ -99,6 +99,9 @@ pub struct Observation {
     pub expects_response: bool,
     /// Whether the runner could read the case's body as one JSON object (else its id is unknown).
     pub request_readable: bool,
+    /// The case's body read as a JSON-RPC batch (a non-empty array), when it is one: what a
+    /// lane whose version takes batches answers per member.
+    pub batch: Option<BatchSent>,
     /// The JSON-RPC method of the case's message, when its body is an object with one.
     pub request_method: Option<String>,
     /// How long the case's body was (lines and bytes), when the runner could hold it: a parser
@@ -169,6 +172,39 @@ pub struct Observation {
     pub inapplicable: Option<String>,
     /// HTTP+SSE (2024-11-05): the session's stream and the POST of the case.
     pub sse: Option<SseSeen>,
+}
+
+/// A case's body that is a non-empty JSON array: its members as JSON-RPC 2.0 section 6 counts
+/// them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchSent {
+    /// The ids of its requests (members with a method and a non-null id), in order: each gets
+    /// one response.
+    pub ids: Vec<Value>,
+    /// How many of its members are notifications (a method, no id): none gets a response.
+    pub notifications: usize,
+    /// How many are not a request or notification (a number, a nested array, a null id): each
+    /// gets an error with a null id.
+    pub invalid: usize,
+}
+
+impl BatchSent {
+    /// The batch a JSON value is, if it is a non-empty array.
+    pub fn of(value: &Value) -> Option<BatchSent> {
+        let items = value.as_array().filter(|items| !items.is_empty())?;
+        let mut batch = BatchSent::default();
+        for item in items {
+            let method = item.get("method").is_some_and(Value::is_string);
+            match item.get("id") {
+                _ if !item.is_object() || !method => batch.invalid += 1,
+                None => batch.notifications += 1,
+                // MCP gives no request a null id: such a member is refused, id null.
+                Some(Value::Null) => batch.invalid += 1,
+                Some(id) => batch.ids.push(id.clone()),
+            }
+        }
+        Some(batch)
+    }
 }
 
 /// What the HTTP+SSE transport showed of one case beside its answer.
@@ -372,6 +408,7 @@ impl Observation {
             request_ambiguous: false,
             expects_response: false,
             request_readable: false,
+            batch: None,
             request_method: None,
             request_extent: None,
             request_accept: None,

@@ -457,6 +457,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     );
     j.ids(&observed, result_refusal);
     j.shape();
+    j.batch();
     j.refusal_body();
     j.media_type();
     j.negotiated_version();
@@ -707,6 +708,74 @@ mod tests {
             &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
         );
         assert!(checks(&v, Status::Fail).contains(&"shape"), "{v:?}");
+    }
+
+    #[test]
+    fn a_batch_where_batches_are_legal_is_answered_once_per_request() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["JSONRPC-BATCH-01"], "versions": {"to": "2025-03-26"},
+            "request": {"body": {"json": [{"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                {"jsonrpc": "2.0", "method": "notifications/cancelled"},
+                {"jsonrpc": "2.0", "id": "two", "method": "ping"}]}},
+            "expect": {"outcome": ["accept", "reject"], "http_status": ["2xx", "4xx"]}}"#,
+        );
+        let sent = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/cancelled"},
+            {"jsonrpc": "2.0", "id": "two", "method": "ping"}]);
+        let ok = |id: Value| json!({"jsonrpc": "2.0", "id": id, "result": {}});
+        let judged = |version: Version, messages: Vec<Value>| {
+            let mut obs = answered(200, messages);
+            obs.request_readable = false;
+            obs.request_id = None;
+            obs.batch = crate::transport::BatchSent::of(&sent);
+            judge(&c, &obs, &ctx(version, DenyStyle::Error))
+        };
+        let old = Version::new(2025, 3, 26);
+        let right = vec![json!([ok(json!("two")), ok(json!(1))])];
+        assert_eq!(judged(old, right.clone()).status, Status::Pass);
+        // Where batches are gone, an array is no answer at all.
+        let gone = judged(crate::versions::NEWEST_LEGACY, right);
+        assert!(checks(&gone, Status::Fail).contains(&"shape"), "{gone:?}");
+        // A whole refusal is one.
+        let refused =
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "no"}});
+        assert_eq!(judged(old, vec![refused]).status, Status::Pass);
+        // A request left out, one answered twice, a stray id, the notification answered.
+        for wrong in [
+            vec![ok(json!(1))],
+            vec![json!([ok(json!(1))])],
+            vec![json!([ok(json!(1)), ok(json!(1)), ok(json!("two"))])],
+            vec![json!([ok(json!(1)), ok(json!("two")), ok(json!(3))])],
+            vec![json!([ok(json!(1)), ok(json!("two")), ok(Value::Null)])],
+            vec![json!([])],
+        ] {
+            let v = judged(old, wrong.clone());
+            assert_eq!(v.status, Status::Fail, "{wrong:?}: {v:?}");
+            assert!(
+                checks(&v, Status::Fail).contains(&"shape"),
+                "{wrong:?}: {v:?}"
+            );
+        }
+        // Each once but not together: preferred in one array.
+        let apart = judged(old, vec![ok(json!(1)), ok(json!("two"))]);
+        assert_eq!(apart.status, Status::Warn, "{apart:?}");
+        // A batch of notifications gets nothing, not an array.
+        let notes = json!([{"jsonrpc": "2.0", "method": "notifications/cancelled"}]);
+        let mut obs = answered(200, vec![json!([])]);
+        obs.batch = crate::transport::BatchSent::of(&notes);
+        let v = judge(&c, &obs, &ctx(old, DenyStyle::Error));
+        assert!(checks(&v, Status::Fail).contains(&"shape"), "{v:?}");
+        assert_eq!(
+            crate::transport::BatchSent::of(
+                &json!([1, {"jsonrpc": "2.0", "id": null, "method": "x"}])
+            ),
+            Some(crate::transport::BatchSent {
+                ids: Vec::new(),
+                notifications: 0,
+                invalid: 2
+            })
+        );
+        assert_eq!(crate::transport::BatchSent::of(&json!([])), None);
     }
 
     #[test]

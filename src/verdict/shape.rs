@@ -4,18 +4,40 @@
 
 use super::{show_bytes, truncate, Check, Judge, Status};
 use crate::case::TransportKind;
-use crate::transport::Observation;
+use crate::transport::{BatchSent, Observation};
 use serde_json::Value;
 
 impl Judge<'_> {
     /// Implied: well-formed JSON-RPC, and output that is nothing but messages.
     pub(super) fn shape(&mut self) {
-        let (problems, warnings) = shape_problems(self.obs, &self.resp);
+        let batch = self.legal_batch().is_some();
+        let (problems, warnings) = shape_problems(self.obs, &self.resp, batch);
         for problem in problems {
             self.add(Check::Shape, Status::Fail, problem);
         }
         for warning in warnings {
             self.add(Check::Shape, Status::Warn, warning);
+        }
+    }
+
+    /// The case's body is a batch on a lane whose version takes batches (2025-03-26 and
+    /// before): JSON-RPC 2.0 section 6 says how it is answered.
+    fn legal_batch(&self) -> Option<&BatchSent> {
+        self.obs
+            .batch
+            .as_ref()
+            .filter(|_| self.ctx.version.has_batches())
+    }
+
+    /// A batch where batches are legal, answered as JSON-RPC 2.0 section 6 says: refused whole
+    /// with one error, or every request answered once (and nothing else), in one array, and
+    /// nothing at all for a batch of notifications (JSONRPC-BATCH-01/04).
+    pub(super) fn batch(&mut self) {
+        let Some(batch) = self.legal_batch() else {
+            return;
+        };
+        for (status, problem) in batch_problems(self.obs, batch, &self.resp) {
+            self.add(Check::Shape, status, problem);
         }
     }
 
@@ -217,12 +239,15 @@ fn qvalue_weight(v: &str) -> f32 {
 /// Violations of the JSON-RPC and transport rules every answer obeys.
 /// What is wrong with the answer's messages (failures), and what is allowed but not the best
 /// answer (warnings).
-fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<String>) {
+/// An array is an answer only to a batch where batches are legal (`batch`; the batch oracle
+/// judges what it holds).
+fn shape_problems(obs: &Observation, resp: &[&Value], batch: bool) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for m in &obs.messages {
         match m {
             Value::Object(_) => {}
+            Value::Array(_) if batch => {}
             Value::Array(_) => out.push("answered with a JSON array (a batch answer)".into()),
             other => out.push(format!(
                 "answered with a JSON value that is not a message: {}",
@@ -283,6 +308,96 @@ fn shape_problems(obs: &Observation, resp: &[&Value]) -> (Vec<String>, Vec<Strin
         }
     }
     (out, warnings)
+}
+
+/// What is wrong with the answer to a batch (JSON-RPC 2.0 section 6), as (status, why). A
+/// batch refused whole (one error object, id null) is a refusal like any other, for the case's
+/// expectations to judge; once any response names one of its requests, or an array came back,
+/// it was answered member by member.
+fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<(Status, String)> {
+    let mut out = Vec::new();
+    let arrays: Vec<&Vec<Value>> = obs.messages.iter().filter_map(Value::as_array).collect();
+    if arrays.iter().any(|a| a.is_empty()) {
+        out.push((
+            Status::Fail,
+            "answered a batch with an empty array: what gets no response is answered with nothing at all".into(),
+        ));
+    }
+    let asked = |id: &Value| batch.ids.iter().any(|b| b == id || same_number(b, id));
+    let per_member =
+        arrays.iter().any(|a| !a.is_empty()) || resp.iter().any(|r| r.get("id").is_some_and(asked));
+    if !per_member {
+        return out;
+    }
+    if batch.ids.is_empty() && batch.invalid == 0 {
+        out.push((
+            Status::Fail,
+            format!(
+                "answered a batch of {} notifications with {}: nothing is returned for notifications (JSONRPC-BATCH-04)",
+                batch.notifications,
+                truncate(&Value::Array(resp.iter().map(|r| (*r).clone()).collect()).to_string())
+            ),
+        ));
+        return out;
+    }
+    for id in &batch.ids {
+        let n = resp
+            .iter()
+            .filter(|r| r.get("id").is_some_and(|r| r == id || same_number(r, id)))
+            .count();
+        if n != 1 {
+            out.push((
+                Status::Fail,
+                format!("the batch's request with id {id} got {n} responses, where it gets one"),
+            ));
+        }
+    }
+    for r in resp {
+        match r.get("id") {
+            Some(id) if !id.is_null() && !asked(id) => out.push((
+                Status::Fail,
+                format!(
+                    "a response carries id {}, which no request of the batch has",
+                    truncate(&id.to_string())
+                ),
+            )),
+            _ => {}
+        }
+    }
+    let null_ids = resp
+        .iter()
+        .filter(|r| r.get("id").is_none_or(Value::is_null))
+        .count();
+    if null_ids > batch.invalid {
+        out.push((
+            Status::Fail,
+            format!(
+                "{null_ids} responses without an id for {} members that are not requests: a notification was answered",
+                batch.invalid
+            ),
+        ));
+    }
+    // Once every request has its one response: Streamable HTTP (2025-03-26) lets an event
+    // stream carry a batch's responses one by one; a JSON body and HTTP+SSE's stream answer it
+    // with one array.
+    let event_stream = obs.transport == TransportKind::Http
+        && obs
+            .http
+            .as_ref()
+            .is_some_and(|h| h.content_type.as_deref() == Some("text/event-stream"));
+    let bare = obs
+        .messages
+        .iter()
+        .filter(|m| m.is_object() && super::is_response(m))
+        .count();
+    let counted = out.is_empty();
+    if counted && !event_stream && (bare > 0 || arrays.len() > 1) {
+        out.push((
+            Status::Warn,
+            "preferred: a batch's responses together in one array (JSON-RPC 2.0 section 6); they came apart".into(),
+        ));
+    }
+    out
 }
 
 /// What is wrong with a response's id, if anything: a failure, or a warning when it is the

@@ -172,6 +172,10 @@ pub enum Broken {
     /// HTTP+SSE: a session outlives its stream: a POST to a session whose client has gone is
     /// still accepted (202) and run, its answer sent nowhere.
     SseKeepEndedSessions,
+    /// Where batches are legal (a session agreed to 2025-03-26 or before, over HTTP+SSE): runs
+    /// only a batch's first member and answers it alone, as a server that takes `body[0]` does;
+    /// a batch of notifications is answered with an empty array.
+    BatchFirstOnly,
     /// stdio: answers tool calls 40 ms late, after the answers to the lines that follow (as SDKs
     /// that run each request in a task of its own do). Not wrong in itself: with another mode it
     /// proves the runner still waits for an answer that comes after its barrier's.
@@ -299,6 +303,17 @@ pub struct Conversation {
     pub negotiated: Option<String>,
     /// `legacy-batch` mode: the transport said the version is one that had batches.
     pub batches: bool,
+}
+
+impl Conversation {
+    /// The version agreed is one whose JSON-RPC takes batches (2025-03-26 and before; over
+    /// HTTP+SSE, where the witness speaks them).
+    fn takes_batches(&self) -> bool {
+        self.negotiated
+            .as_deref()
+            .and_then(Version::parse)
+            .is_some_and(Version::has_batches)
+    }
 }
 
 /// The witness's protocol core, shared by its fronts.
@@ -614,6 +629,49 @@ impl Witness {
             .unwrap_or(Reply::Accepted)
     }
 
+    /// A batch where the agreed version takes them (JSON-RPC 2.0 section 6): each member run in
+    /// turn, `initialize` refused inside one (2025-03-26 forbids it) and a member that is not an
+    /// object refused with a null id; answered with one array of what the members got, or with
+    /// nothing when none gets an answer (a batch of notifications).
+    fn batch(&self, items: Vec<Value>, conv: &mut Conversation) -> Reply {
+        let first_only = self.config.is(Broken::BatchFirstOnly);
+        let mut out = Vec::new();
+        for item in items {
+            let is_initialize = item.get("method").and_then(Value::as_str) == Some("initialize");
+            let reply = match item {
+                Value::Object(o) if is_initialize => {
+                    let id = o.get("id").cloned().unwrap_or(Value::Null);
+                    let why = "Invalid Request: initialize may not be part of a batch";
+                    Reply::Refused(self.error(id, -32600, why, "initialize in a batch"))
+                }
+                Value::Object(o) => self.handle_object(o, conv),
+                _ => Reply::Refused(self.error(
+                    Value::Null,
+                    -32600,
+                    "Invalid Request: a batch member must be a JSON object",
+                    "not an object",
+                )),
+            };
+            match reply {
+                Reply::Message(m) | Reply::Refused(m) | Reply::Unknown(m) if first_only => {
+                    return Reply::Message(m)
+                }
+                Reply::Message(m) | Reply::Refused(m) | Reply::Unknown(m) => out.push(m),
+                Reply::Sequence(ms) => out.extend(ms),
+                Reply::Accepted => {}
+                other @ (Reply::Fault(_) | Reply::Hang | Reply::Crash) => return other,
+            }
+            if first_only {
+                return Reply::Message(Value::Array(out));
+            }
+        }
+        if out.is_empty() {
+            Reply::Accepted
+        } else {
+            Reply::Message(Value::Array(out))
+        }
+    }
+
     fn handle_value(&self, value: Value, conv: &mut Conversation) -> Reply {
         match value {
             Value::Object(obj) if self.config.is(Broken::LaxEnvelope) => {
@@ -632,6 +690,9 @@ impl Witness {
                     }
                 }
                 Reply::Message(Value::Array(out))
+            }
+            Value::Array(items) if !items.is_empty() && conv.takes_batches() => {
+                self.batch(items, conv)
             }
             Value::Array(_) => Reply::Refused(self.error(
                 Value::Null,

@@ -497,6 +497,7 @@ impl Downstream for HttpSession {
             match status {
                 200 => Ok(Some(events)),
                 405 => Ok(None),
+                409 => Err(ForwardError::StreamOpen),
                 _ => Err(ForwardError::BadAnswer),
             }
         })

@@ -62,6 +62,9 @@ pub enum ForwardError {
     Oversize,
     #[error("the downstream answered with something that is not a response")]
     BadAnswer,
+    /// A GET for the server's stream answered 409: the session has one open already.
+    #[error("the downstream already holds a stream open for this session")]
+    StreamOpen,
 }
 
 /// A boxed future, so forwarders can be trait objects.

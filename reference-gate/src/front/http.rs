@@ -539,6 +539,10 @@ async fn get(front: &HttpFront, headers: &HeaderMap, credentials: &Credentials) 
         Ok(Some(rx)) => sse_answer(rx),
         Ok(None) => not_allowed(front, "POST, DELETE"),
         Err(Refusal::Downstream) => front.refuse(StatusCode::BAD_GATEWAY, "Bad Gateway"),
+        Err(Refusal::StreamOpen) => front.refuse(
+            StatusCode::CONFLICT,
+            "Conflict: this session's stream is open already",
+        ),
         Err(_) => front.refuse(StatusCode::BAD_REQUEST, "Bad Request: unknown event id"),
     }
 }

@@ -100,6 +100,10 @@ pub enum Refusal {
     UnknownEvent,
     #[error("the downstream failed")]
     Downstream,
+    /// The downstream holds this session's stream open already (it said 409): the client is
+    /// told so, not that the downstream failed.
+    #[error("the session's stream is open already")]
+    StreamOpen,
 }
 
 impl ProxyResult {

@@ -242,6 +242,7 @@ impl Proxy {
         let events = match downstream.listen(last.as_deref()).await {
             Ok(Some(events)) => events,
             Ok(None) => return Ok(None),
+            Err(crate::forward::ForwardError::StreamOpen) => return Err(Refusal::StreamOpen),
             Err(_) => return Err(Refusal::Downstream),
         };
         let ctx = RelayCtx {

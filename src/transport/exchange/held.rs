@@ -143,18 +143,34 @@ async fn open_all(
     }
     let mut held = Vec::new();
     for (step, stream) in (0..).zip(connected) {
-        // Nobody waits for these answers: the sender is dropped with the task's end.
-        let (answered, _) = tokio::sync::oneshot::channel();
-        held.push(tokio::spawn(hold_one(
-            stream,
-            request_bytes(shared, step).unwrap_or_default(),
-            hold.clone(),
-            (released.clone(), answered),
-            started,
-        )));
-        steps.done.fetch_add(1, Ordering::SeqCst);
+        // Nobody waits for these answers: the receiver is dropped here.
+        held.push(begin(shared, hold, released, (steps, started), (step, stream)).0);
     }
     held
+}
+
+/// Step `step`'s held connection set going on `stream`: its task, and what tells when its
+/// answer's head came. The step is counted as sent.
+fn begin(
+    shared: &Shared,
+    hold: &HoldSpec,
+    released: &watch::Receiver<bool>,
+    (steps, started): (&Steps, Instant),
+    (step, stream): (u32, Option<TcpStream>),
+) -> (
+    tokio::task::JoinHandle<Fate>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    let (answered, head) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(hold_one(
+        stream,
+        request_bytes(shared, step).unwrap_or_default(),
+        hold.clone(),
+        (released.clone(), answered),
+        started,
+    ));
+    steps.done.fetch_add(1, Ordering::SeqCst);
+    (task, head)
 }
 
 /// `hold.in_turn`: each connection opened, and its request sent, once the one before has the
@@ -174,15 +190,8 @@ async fn open_in_turn(
             break;
         }
         let stream = connect(shared.url.connect_addr()).await;
-        let (answered, head) = tokio::sync::oneshot::channel();
-        held.push(tokio::spawn(hold_one(
-            stream,
-            request_bytes(shared, step).unwrap_or_default(),
-            hold.clone(),
-            (released.clone(), answered),
-            started,
-        )));
-        steps.done.fetch_add(1, Ordering::SeqCst);
+        let (task, head) = begin(shared, hold, released, (steps, started), (step, stream));
+        held.push(task);
         if waiting {
             waiting = Instant::now() < hold_end
                 && tokio::time::timeout(IN_TURN_WITHIN, head).await.is_ok();

@@ -285,6 +285,7 @@ fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Opti
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
+    obs.batch = super::BatchSent::of(&value);
     if let Value::Object(o) = &value {
         obs.request_readable = true;
         obs.request_id = o.get("id").cloned();
