@@ -27,7 +27,11 @@ impl Judge<'_> {
         let Some(sse) = self.obs.sse.as_ref() else {
             return false;
         };
-        let endpoint = sse.endpoint.clone();
+        // The query holds the session's id, new on every run: the report shows what precedes it.
+        let endpoint = match sse.endpoint.split_once('?') {
+            Some((at, _)) => format!("{at}?…"),
+            None => sse.endpoint.clone(),
+        };
         if sse.elsewhere {
             self.add(
                 Check::Endpoint,
