@@ -7,6 +7,7 @@
 //! another issuer) fail exactly the snapshot under `tests/expect/broken-gate/auth-*.txt`
 //! (`UPDATE_EXPECT=1` refreshes), and every `auth/` case fails under at least one of them.
 
+use crate::util::TrialVerdict;
 use crate::util::{bin, check_snapshot, run_with_report, version, Failing, InProcessGate, Report};
 use mcp_gauntlet::auth::Issuer;
 use reference_gate::auth::{AuthConfig, AuthFaults, Verifier};
@@ -156,7 +157,7 @@ fn failing_of(report: &Report) -> Vec<Failing> {
     let mut out: Vec<Failing> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .filter(|t| t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn)
         .map(Failing::of)
         .collect();
     out.sort_by(|a, b| a.line.cmp(&b.line));
@@ -167,7 +168,7 @@ fn auth_passes(report: &Report) -> usize {
     report
         .results
         .iter()
-        .filter(|t| t.id.starts_with("auth/") && t.verdict == "pass")
+        .filter(|t| t.id.starts_with("auth/") && t.verdict == TrialVerdict::Pass)
         .count()
 }
 
@@ -394,7 +395,7 @@ fn the_witness_requiring_tokens_passes_with_tokens() {
         .results
         .iter()
         .filter(|t| t.id.starts_with("auth/"))
-        .all(|t| t.verdict == "skip"));
+        .all(|t| t.verdict == TrialVerdict::Skip));
 
     // An expired token given as the good one is refused, so the run fails (a positive control
     // that can fail).

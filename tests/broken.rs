@@ -6,6 +6,7 @@
 //! that every applicable (case, transport) pair fails under at least one mode: a case that no
 //! wrong server can fail is a defect.
 
+use crate::util::TrialVerdict;
 use crate::util::{
     run_with_report, stdio_witness_command, version, Failing, HttpWitness, SERIES_SKIPPED,
 };
@@ -108,7 +109,7 @@ fn failing(mode: &str) -> Vec<Failing> {
         // Series cases are proven in tests/series.rs, against the witness's process.
         let (_, report) = run_with_report(&args, &SERIES_SKIPPED);
         for t in report.results {
-            if t.verdict == "fail" || t.verdict == "warn" {
+            if t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn {
                 lines.push(Failing::of(&t));
             }
         }
@@ -329,7 +330,7 @@ fn late_answers_are_still_judged() {
         report
             .results
             .into_iter()
-            .filter(|t| t.verdict == "fail")
+            .filter(|t| t.verdict == TrialVerdict::Fail)
             .map(|t| t.id)
             .collect()
     };

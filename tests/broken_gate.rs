@@ -8,6 +8,7 @@
 //! must fail nothing.
 
 use crate::util::{bin, version, Failing, InProcessGate, Report};
+use crate::util::{Status, TrialVerdict};
 use mcp_gauntlet::case::{Catalogue, Profile, TransportKind};
 use mcp_gauntlet::target::WITNESS_POLICY;
 use mcp_gauntlet::witness;
@@ -93,7 +94,7 @@ fn failing_in(faults: Faults, engine: Arc<dyn Engine>, libtest: &[&str]) -> Vec<
     let mut lines: Vec<Failing> = parsed
         .results
         .iter()
-        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .filter(|t| t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn)
         .map(Failing::of)
         .collect();
     lines.sort_by(|a, b| a.line.cmp(&b.line));
@@ -305,8 +306,8 @@ fn allows_by_default_lets_a_series_through() {
     let not_passed: Vec<&str> = lines[0]
         .findings
         .iter()
-        .filter(|f| f["status"] != "pass")
-        .filter_map(|f| f["check"].as_str())
+        .filter(|f| f.status != Status::Pass)
+        .map(|f| f.check.as_str())
         .collect();
     assert_eq!(not_passed, ["forwarded"], "{lines:?}");
 }

@@ -2,6 +2,7 @@
 //! embedded default passes, libtest flags work after `--`, and exit codes are the documented ones.
 
 use crate::util::{bin, run_with_report, stdio_witness_command, HttpWitness};
+use crate::util::{Check, Count, Status, TransportKind, TrialVerdict};
 use assert_cmd::Command;
 use mcp_gauntlet::exit;
 
@@ -10,15 +11,15 @@ fn assert_all_pass(report: &crate::util::Report) {
     let bad: Vec<String> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
-        .map(|t| format!("{} {} {:?}", t.transport, t.id, t.findings))
+        .filter(|t| t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn)
+        .map(|t| format!("{} {} {:?}", t.transport.as_str(), t.id, t.findings))
         .collect();
     assert!(
         bad.is_empty(),
         "the witness must pass its own catalogue:\n{}",
         bad.join("\n")
     );
-    assert!(report.count("pass") >= 60);
+    assert!(report.count(TrialVerdict::Pass) >= 60);
 }
 
 #[test]
@@ -42,11 +43,11 @@ fn witness_passes_over_sse() {
         assert!(report
             .results
             .iter()
-            .all(|t| t.transport == "sse" && t.version == "2024-11-05"));
+            .all(|t| t.transport == TransportKind::Sse && t.version == "2024-11-05"));
         let family = report
             .results
             .iter()
-            .filter(|t| t.id.starts_with("sse/") && t.verdict == "pass")
+            .filter(|t| t.id.starts_with("sse/") && t.verdict == TrialVerdict::Pass)
             .count();
         assert!(family >= 10, "{target}: {family} sse/ trials passed");
     }
@@ -84,15 +85,15 @@ fn a_gate_over_sse_is_judged_by_its_witness_log() {
             .unwrap_or_else(|| panic!("{id} ran: {:?}", report.results))
     };
     let let_through = trial("smuggling/escaped-slash-in-method");
-    assert_eq!(let_through.transport, "sse");
-    assert_eq!(let_through.verdict, "fail", "{let_through:?}");
+    assert_eq!(let_through.transport, TransportKind::Sse);
+    assert_eq!(let_through.verdict, TrialVerdict::Fail, "{let_through:?}");
     let forwarded = let_through
         .findings
         .iter()
-        .any(|f| f["check"] == "forwarded" && f["status"] == "fail");
+        .any(|f| f.check == Check::Forwarded && f.status == Status::Fail);
     assert!(forwarded, "{let_through:?}");
     let refused = trial("sse/unknown-session-id");
-    assert_eq!(refused.verdict, "pass", "{refused:?}");
+    assert_eq!(refused.verdict, TrialVerdict::Pass, "{refused:?}");
 }
 
 /// A target that serves both transports on one origin (Streamable HTTP, and HTTP+SSE at
@@ -105,14 +106,14 @@ fn a_target_serving_both_transports_is_tested_on_both() {
     let (code, report) = run_with_report(&["--http", &w.url, "--spec", "2025-11-25"], &[]);
     assert_eq!(code, i32::from(exit::SUCCESS));
     assert_all_pass(&report);
-    let ran = |transport: &str| {
+    let ran = |transport: TransportKind| {
         report
             .results
             .iter()
-            .filter(|t| t.transport == transport && t.verdict == "pass")
+            .filter(|t| t.transport == transport && t.verdict == TrialVerdict::Pass)
             .count()
     };
-    assert!(ran("http") >= 60 && ran("sse") >= 60);
+    assert!(ran(TransportKind::Http) >= 60 && ran(TransportKind::Sse) >= 60);
     let (_, report) = run_with_report(
         &[
             "--http",
@@ -125,7 +126,10 @@ fn a_target_serving_both_transports_is_tested_on_both() {
         &["batch/"],
     );
     assert!(!report.results.is_empty());
-    assert!(report.results.iter().all(|t| t.transport == "http"));
+    assert!(report
+        .results
+        .iter()
+        .all(|t| t.transport == TransportKind::Http));
 }
 
 #[test]
@@ -191,7 +195,7 @@ fn libtest_flags_after_the_separator() {
     let ran: Vec<_> = report
         .results
         .iter()
-        .filter(|t| t.verdict != "skip")
+        .filter(|t| t.verdict != TrialVerdict::Skip)
         .collect();
     assert!(!ran.is_empty() && ran.iter().all(|t| t.id.starts_with("batch/")));
 }
@@ -201,7 +205,10 @@ fn failing_cases_exit_with_cases_failed() {
     let w = HttpWitness::start(&["batch"], None);
     let (code, report) = run_with_report(&["--http", &w.url], &["batch/"]);
     assert_eq!(code, i32::from(exit::CASES_FAILED));
-    assert!(report.results.iter().any(|t| t.verdict == "fail"));
+    assert!(report
+        .results
+        .iter()
+        .any(|t| t.verdict == TrialVerdict::Fail));
 }
 
 /// A target that never came up is not tested (exit 4, no trial, no rule said broken), whether
@@ -399,10 +406,8 @@ fn total_deadline_bounds_the_run() {
         .iter()
         .filter(|t| {
             t.findings.iter().any(|f| {
-                f["check"] == "setup"
-                    && f["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains("total deadline"))
+                f.check == Check::Setup
+                    && Some(f.message.as_str()).is_some_and(|m| m.contains("total deadline"))
             })
         })
         .count();
@@ -433,10 +438,10 @@ fn gate_target_with_client_credentials() {
         report
             .results
             .iter()
-            .filter(|t| t.verdict == "fail")
+            .filter(|t| t.verdict == TrialVerdict::Fail)
             .collect::<Vec<_>>()
     );
-    assert!(report.count("pass") >= 150);
+    assert!(report.count(TrialVerdict::Pass) >= 150);
 }
 
 #[test]
@@ -446,7 +451,7 @@ fn several_filters_after_the_double_dash_each_select_trials() {
         report
             .results
             .iter()
-            .filter(|t| t.verdict != "skip")
+            .filter(|t| t.verdict != TrialVerdict::Skip)
             .map(|t| t.id.clone())
             .collect()
     };

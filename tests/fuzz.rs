@@ -4,6 +4,7 @@
 
 use crate::broken_gate::lenient;
 use crate::util::{bin, python3, run_with_report};
+use crate::util::{Check, Status, TrialVerdict};
 use mcp_gauntlet::fuzz::targets::{check_differential, check_differential_with};
 use reference_gate::faults::Leniency;
 use reference_gate::fuzzing::{
@@ -265,7 +266,7 @@ fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
     let trials: Vec<_> = report
         .results
         .iter()
-        .filter(|t| t.id == id && t.verdict != "skip")
+        .filter(|t| t.id == id && t.verdict != TrialVerdict::Skip)
         .collect();
     assert_eq!(trials.len(), 5, "{trials:?}");
     let lane = |d: Option<&str>| {
@@ -277,10 +278,10 @@ fn personality_lanes_show_which_downstream_a_lax_gate_exposes() {
     let ran = |t: &crate::util::Trial| {
         t.findings
             .iter()
-            .any(|f| f["check"] == "canary" && f["status"] == "fail")
+            .any(|f| f.check == Check::Canary && f.status == Status::Fail)
     };
     // Behind the strict witness: forwarded (a failure), but refused downstream.
-    assert_eq!(lane(None).verdict, "fail");
+    assert_eq!(lane(None).verdict, TrialVerdict::Fail);
     assert!(!ran(lane(None)));
     // Behind a first-wins downstream the denied tool RAN; behind last-wins it did not.
     assert!(ran(lane(Some("first-wins"))));

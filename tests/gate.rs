@@ -2,6 +2,7 @@
 //! its own HTTP front (the catalogue covers the rest through the gate profile).
 
 use crate::util::InProcessGate;
+use crate::util::{Check, Status};
 use mcp_gauntlet::target::WITNESS_POLICY;
 use reference_gate::config::GateConfig;
 use std::io::{Read, Write};
@@ -1075,8 +1076,8 @@ fn a_gate_whose_downstream_stays_dead_fails_the_probe_that_goes_through_it() {
                 let alive = t
                     .findings
                     .iter()
-                    .any(|f| f["check"] == "alive" && f["status"] == "fail");
-                (t.id.clone(), t.verdict.clone(), alive)
+                    .any(|f| f.check == Check::Alive && f.status == Status::Fail);
+                (t.id.clone(), t.verdict.to_string(), alive)
             })
             .collect::<std::collections::BTreeSet<_>>()
     };

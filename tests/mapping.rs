@@ -5,6 +5,7 @@
 //! each of its broken modes is caught by the cases it breaks.
 
 use crate::util::{bin, python3, run_with_report, InProcessGate, Report};
+use crate::util::{Check, Status, TrialVerdict};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -22,9 +23,11 @@ fn not_passed(report: &Report) -> BTreeSet<(String, String)> {
     report
         .results
         .iter()
-        .filter(|t| t.verdict != "pass" && t.verdict != "skip")
-        .filter(|t| !(t.verdict == "warn" && REFERENCE_GATE_WARNINGS.contains(&t.id.as_str())))
-        .map(|t| (t.id.clone(), t.verdict.clone()))
+        .filter(|t| t.verdict != TrialVerdict::Pass && t.verdict != TrialVerdict::Skip)
+        .filter(|t| {
+            !(t.verdict == TrialVerdict::Warn && REFERENCE_GATE_WARNINGS.contains(&t.id.as_str()))
+        })
+        .map(|t| (t.id.clone(), t.verdict.to_string()))
         .collect()
 }
 
@@ -33,7 +36,7 @@ fn failed_ids(report: &Report) -> BTreeSet<String> {
     report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail")
+        .filter(|t| t.verdict == TrialVerdict::Fail)
         .map(|t| t.id.clone())
         .collect()
 }
@@ -86,7 +89,7 @@ fn a_gate_with_its_own_error_codes_is_judged_fail_closed_unless_its_table_is_giv
     let failures: Vec<_> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail")
+        .filter(|t| t.verdict == TrialVerdict::Fail)
         .collect();
     assert!(failures.len() > 20, "{}", failures.len());
     // Every failure is about the code alone: what the gate did is right.
@@ -94,8 +97,8 @@ fn a_gate_with_its_own_error_codes_is_judged_fail_closed_unless_its_table_is_giv
         assert!(
             t.findings
                 .iter()
-                .filter(|f| f["status"] == "fail")
-                .all(|f| f["check"] == "error_code"),
+                .filter(|f| f.status == Status::Fail)
+                .all(|f| f.check == Check::ErrorCode),
             "{} {:?}",
             t.id,
             t.findings
@@ -180,7 +183,7 @@ fn fail_closed_judging_still_fails_a_gate_that_forwards_a_denied_call() {
         .iter()
         .find(|t| t.id == id)
         .unwrap_or_else(|| panic!("no {id}: {:?}", report.results));
-    assert_eq!(trial.verdict, "warn", "{trial:?}");
+    assert_eq!(trial.verdict, TrialVerdict::Warn, "{trial:?}");
 }
 
 /// The reference gate's configuration behind the fixture: the witness policy with every tool
@@ -259,7 +262,7 @@ fn a_renaming_gate_passes_when_the_calls_are_spelled_its_way() {
         report
             .results
             .iter()
-            .any(|t| t.id == id && t.verdict == "pass")
+            .any(|t| t.id == id && t.verdict == TrialVerdict::Pass)
     };
     // Spelled through the mapping: placeholders in text, JSON bodies rewritten whatever tool
     // they name (the downstream fault cases call `fault_*` by name).
@@ -328,7 +331,7 @@ fn a_renaming_gate_that_decides_on_the_exposed_name_is_caught() {
         .filter(|t| {
             t.findings
                 .iter()
-                .any(|f| f["check"] == "canary" && f["status"] == "fail")
+                .any(|f| f.check == Check::Canary && f.status == Status::Fail)
         })
         .map(|t| &t.id)
         .collect();
@@ -360,7 +363,7 @@ fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
     let meta_cases: BTreeSet<String> = report
         .results
         .iter()
-        .filter(|t| t.id.starts_with("smuggling/meta-tool-") && t.verdict == "pass")
+        .filter(|t| t.id.starts_with("smuggling/meta-tool-") && t.verdict == TrialVerdict::Pass)
         .map(|t| t.id.clone())
         .collect();
     assert_eq!(meta_cases.len(), 4, "{meta_cases:?}");
@@ -397,7 +400,10 @@ fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
 fn meta_tool_cases_need_a_meta_tool_and_bad_templates_are_refused() {
     let (code, report) = run_with_report(&[], &["smuggling/meta-tool-"]);
     assert_eq!(code, 0);
-    assert!(report.results.iter().all(|t| t.verdict == "skip"));
+    assert!(report
+        .results
+        .iter()
+        .all(|t| t.verdict == TrialVerdict::Skip));
     assert!(!report.results.is_empty());
     for bad in [
         &["--tool-name", "lab_"][..],
@@ -454,7 +460,7 @@ fn a_gate_that_decides_per_principal_is_caught_where_it_trusts_the_wrong_caller(
     let identity_cases = report
         .results
         .iter()
-        .filter(|t| t.id.starts_with("identity/") && t.verdict == "pass")
+        .filter(|t| t.id.starts_with("identity/") && t.verdict == TrialVerdict::Pass)
         .count();
     assert_eq!(identity_cases, 6);
     let id = |s: &str| format!("identity/{s}-calls-the-denied-tool");
@@ -483,11 +489,15 @@ fn a_gate_that_decides_per_principal_is_caught_where_it_trusts_the_wrong_caller(
             assert!(failed.contains(c), "{mode}: {c} not caught: {failed:?}");
         }
         // Each failure is the denied tool running.
-        for t in report.results.iter().filter(|t| t.verdict == "fail") {
+        for t in report
+            .results
+            .iter()
+            .filter(|t| t.verdict == TrialVerdict::Fail)
+        {
             assert!(
                 t.findings
                     .iter()
-                    .any(|f| f["check"] == "canary" && f["status"] == "fail"),
+                    .any(|f| f.check == Check::Canary && f.status == Status::Fail),
                 "{mode}: {} {:?}",
                 t.id,
                 t.findings
@@ -670,7 +680,7 @@ fn identity_setup_passes_and_its_broken_mode_is_caught((places, extra, mode, cau
         report
             .results
             .iter()
-            .filter(|t| t.id.starts_with(prefix) && t.verdict == "pass")
+            .filter(|t| t.id.starts_with(prefix) && t.verdict == TrialVerdict::Pass)
             .count()
     };
     // Every identity case applies with a second place; without one, all but that case; the
@@ -693,11 +703,15 @@ fn identity_setup_passes_and_its_broken_mode_is_caught((places, extra, mode, cau
         caught.iter().cloned().collect::<BTreeSet<_>>(),
         "{places:?} {mode}"
     );
-    for t in report.results.iter().filter(|t| t.verdict == "fail") {
+    for t in report
+        .results
+        .iter()
+        .filter(|t| t.verdict == TrialVerdict::Fail)
+    {
         assert!(
             t.findings
                 .iter()
-                .any(|f| f["check"] == "canary" && f["status"] == "fail"),
+                .any(|f| f.check == Check::Canary && f.status == Status::Fail),
             "{places:?} {mode}: {} {:?}",
             t.id,
             t.findings

@@ -1,7 +1,7 @@
 //! What CI consumes: JUnit that a JUnit parser accepts, baselines that pass known failures and
 //! fail regressions and stale entries, shards that split a run, and the matrix.
 
-use crate::util::{bin, run_with_report, HttpWitness};
+use crate::util::{bin, run_with_report, HttpWitness, TrialVerdict};
 use mcp_gauntlet::exit;
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -98,7 +98,10 @@ fn baselines_pass_known_failures_and_fail_regressions_and_stale_entries() {
     let fixed = HttpWitness::start(&[], None);
     let (code, report) = run_with_report(&["--http", &fixed.url, "--baseline", b], &["batch/"]);
     assert_eq!(code, i32::from(exit::CASES_FAILED));
-    assert!(report.results.iter().any(|t| t.verdict == "stale"));
+    assert!(report
+        .results
+        .iter()
+        .any(|t| t.verdict == TrialVerdict::Stale));
 
     // A malformed baseline is a setup error.
     std::fs::write(&shorter, "{\"known_failures\": 1}").unwrap();

@@ -7,6 +7,7 @@
 //! passes every one.
 
 use crate::util::{bin, run_with_report, stdio_witness_command, HttpWitness, Trial};
+use crate::util::{Status, TransportKind, TrialVerdict};
 use mcp_gauntlet::case::Catalogue;
 
 /// Which broken witness modes each series case must fail on (the bug classes it exists to
@@ -135,7 +136,7 @@ fn series_trials_of(args: &[&str], filters: &[&str]) -> Vec<Trial> {
     report
         .results
         .into_iter()
-        .filter(|t| t.verdict != "skip")
+        .filter(|t| t.verdict != TrialVerdict::Skip)
         .collect()
 }
 
@@ -143,8 +144,8 @@ fn series_trials_of(args: &[&str], filters: &[&str]) -> Vec<Trial> {
 fn said<'t>(t: &'t Trial, check: &'t str) -> impl Iterator<Item = &'t str> + 't {
     t.findings
         .iter()
-        .filter(move |f| f["check"] == check)
-        .filter_map(|f| f["message"].as_str())
+        .filter(move |f| f.check.as_str() == check)
+        .map(|f| f.message.as_str())
 }
 
 /// The oracle by which `mode` must fail case `id`, if it is one of the modes made for it.
@@ -166,8 +167,8 @@ fn series_cases(keep: impl Fn(&mcp_gauntlet::case::Case) -> bool) -> Vec<String>
 fn checks_not_passed(t: &Trial) -> Vec<String> {
     t.findings
         .iter()
-        .filter(|f| f["status"] != "pass")
-        .map(|f| f["check"].as_str().unwrap_or_default().to_string())
+        .filter(|f| f.status != Status::Pass)
+        .map(|f| f.check.as_str().to_string())
         .collect()
 }
 
@@ -187,7 +188,7 @@ fn the_witness_passes_every_series_case_and_each_fails_on_its_mode() {
     let good = series_trials(&["--serve", &served("")]);
     assert_eq!(good.len(), PROVEN_BY.len(), "{good:?}");
     for t in &good {
-        assert_eq!(t.verdict, "pass", "{t:?}");
+        assert_eq!(t.verdict, TrialVerdict::Pass, "{t:?}");
         // Each measurement is said, observed: the process was read.
         let summary = said(t, "series").next().unwrap_or_default();
         assert!(
@@ -233,7 +234,7 @@ fn judge_mode(mode: &str, trials: &[Trial]) {
         match proving_check(&t.id, mode) {
             Some(check) => {
                 let id = &t.id;
-                assert_eq!(t.verdict, "warn", "{id} on {mode}: {t:?}");
+                assert_eq!(t.verdict, TrialVerdict::Warn, "{id} on {mode}: {t:?}");
                 // Its own oracle says so; nothing else fails but what the same bug shows.
                 let found = checks_not_passed(t);
                 assert!(found.contains(&check.to_string()), "{id} on {mode}: {t:?}");
@@ -242,10 +243,17 @@ fn judge_mode(mode: &str, trials: &[Trial]) {
                     "{id} on {mode}: {t:?}"
                 );
             }
-            None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
+            None => assert_eq!(
+                t.verdict,
+                TrialVerdict::Pass,
+                "{mode} fails only its own cases: {t:?}"
+            ),
         }
     }
-    let ran = trials.iter().filter(|t| t.verdict == "warn").count();
+    let ran = trials
+        .iter()
+        .filter(|t| t.verdict == TrialVerdict::Warn)
+        .count();
     assert_eq!(
         ran,
         cases_made_for(mode).len(),
@@ -264,13 +272,16 @@ fn over_stdio_the_witness_passes_and_each_fails_on_its_mode() {
     assert!(over_stdio.len() >= 10, "{over_stdio:?}");
     let stdio_trials = |broken: &[&str]| {
         let trials = series_trials(&["--stdio", &stdio_witness_command(broken)]);
-        assert!(trials.iter().all(|t| t.transport == "stdio"), "{trials:?}");
+        assert!(
+            trials.iter().all(|t| t.transport == TransportKind::Stdio),
+            "{trials:?}"
+        );
         trials
     };
     let good = stdio_trials(&[]);
     assert_eq!(good.len(), over_stdio.len(), "{good:?}");
     for t in &good {
-        assert_eq!(t.verdict, "pass", "{t:?}");
+        assert_eq!(t.verdict, TrialVerdict::Pass, "{t:?}");
         let summary = said(t, "series").next().unwrap_or_default();
         assert!(
             summary.contains("resident memory") && summary.contains("one client"),
@@ -287,14 +298,18 @@ fn over_stdio_the_witness_passes_and_each_fails_on_its_mode() {
         for t in &trials {
             match proving_check(&t.id, mode) {
                 Some(check) => {
-                    assert_eq!(t.verdict, "warn", "{mode}: {t:?}");
+                    assert_eq!(t.verdict, TrialVerdict::Warn, "{mode}: {t:?}");
                     assert_eq!(checks_not_passed(t), [check.to_string()], "{mode}: {t:?}");
                 }
-                None => assert_eq!(t.verdict, "pass", "{mode} fails only its own cases: {t:?}"),
+                None => assert_eq!(
+                    t.verdict,
+                    TrialVerdict::Pass,
+                    "{mode} fails only its own cases: {t:?}"
+                ),
             }
         }
         assert!(
-            trials.iter().any(|t| t.verdict == "warn"),
+            trials.iter().any(|t| t.verdict == TrialVerdict::Warn),
             "{mode} fails a case over stdio: {trials:?}"
         );
     }
@@ -314,8 +329,8 @@ fn the_reference_gate_passes_every_series_case() {
     assert_eq!(for_gates, PROVEN_BY.len() - 2);
     assert_eq!(trials.len(), for_gates, "{trials:?}");
     for t in &trials {
-        assert_eq!(t.transport, "http", "{t:?}");
-        assert_eq!(t.verdict, "pass", "{t:?}");
+        assert_eq!(t.transport, TransportKind::Http, "{t:?}");
+        assert_eq!(t.verdict, TrialVerdict::Pass, "{t:?}");
         let observed = said(t, "series").any(|m| m.contains("resident memory"));
         assert!(observed, "the gate's process was read: {t:?}");
         // What the steps let through was read from the witness, and said.
@@ -333,7 +348,7 @@ fn without_the_process_memory_is_said_not_observed() {
     let trials = series_trials(&["--http", &witness.url]);
     assert_eq!(trials.len(), PROVEN_BY.len(), "{trials:?}");
     for t in trials.iter().filter(|t| !t.id.starts_with("cpu/")) {
-        assert_eq!(t.verdict, "pass", "{t:?}");
+        assert_eq!(t.verdict, TrialVerdict::Pass, "{t:?}");
         // Held connections judge descriptors, the other series memory.
         let unseen = if t.id.starts_with("connections/") {
             said(t, "resources").any(|m| m.starts_with("descriptors not observed"))
@@ -371,7 +386,7 @@ fn a_pid_given_is_read() {
     let t = report
         .results
         .iter()
-        .find(|t| t.id == case && t.verdict != "skip")
+        .find(|t| t.id == case && t.verdict != TrialVerdict::Skip)
         .expect("the sessions case ran");
     assert_eq!(checks_not_passed(t), ["memory"], "{t:?}");
 }

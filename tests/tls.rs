@@ -4,6 +4,7 @@
 //! exists for one test (rcgen); no key is committed.
 
 use crate::util::{bin, run_with_report, HttpWitness};
+use crate::util::{Count, TrialVerdict};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -64,7 +65,7 @@ fn failing_of(args: &[&str], libtest: &[&str]) -> (i32, Vec<String>) {
     let mut out: Vec<String> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .filter(|t| t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn)
         .map(|t| format!("{} {}", t.id, t.verdict))
         .collect();
     out.sort();
@@ -101,17 +102,21 @@ fn the_catalogue_runs_over_https_against_a_certificate_it_trusts() {
         report
             .results
             .iter()
-            .filter(|t| t.verdict == "fail")
+            .filter(|t| t.verdict == TrialVerdict::Fail)
             .collect::<Vec<_>>()
     );
     // The raw framing cases (`raw_http`: three at this version) went over TLS too.
     let framing = report
         .results
         .iter()
-        .filter(|t| t.id.starts_with("framing/") && t.verdict == "pass")
+        .filter(|t| t.id.starts_with("framing/") && t.verdict == TrialVerdict::Pass)
         .count();
     assert!(framing >= 3, "framing cases ran over TLS: {framing}");
-    assert!(report.count("pass") >= 100, "{}", report.count("pass"));
+    assert!(
+        report.count(TrialVerdict::Pass) >= 100,
+        "{}",
+        report.count(TrialVerdict::Pass)
+    );
 
     // The same server by a name its certificate carries.
     let by_name = w.url.replace("127.0.0.1", "localhost");

@@ -1,6 +1,8 @@
 //! Fixtures shared by the integration tests: the built binary, witness processes that are killed
 //! when dropped, and JSON reports.
 
+pub use mcp_gauntlet::case::TransportKind;
+pub use mcp_gauntlet::report::{Check, Finding, Status, TrialVerdict};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -135,34 +137,16 @@ pub const SERIES_SKIPPED: [&str; 8] = [
     "connections/",
 ];
 
-/// One trial of a JSON report.
+/// One trial of a JSON report, and the report: the runner's own model, read back.
+pub use mcp_gauntlet::report::{Record as Trial, ReportFile as Report};
 
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct Trial {
-    pub id: String,
-    pub transport: String,
-    pub verdict: String,
-    #[serde(default)]
-    pub findings: Vec<serde_json::Value>,
-    #[serde(default)]
-    pub downstream: Option<String>,
-    /// The protocol version the case spoke.
-    #[serde(default)]
-    pub version: String,
+/// How many trials of a report have a verdict.
+pub trait Count {
+    fn count(&self, verdict: TrialVerdict) -> usize;
 }
 
-#[derive(Debug, serde::Deserialize)]
-pub struct Report {
-    pub format: String,
-    /// How the run spoke to the target (call mapping, identity), when not as to a plain server.
-    #[serde(default)]
-    pub spelling: Option<String>,
-    pub results: Vec<Trial>,
-}
-
-impl Report {
-    /// How many trials have this verdict.
-    pub fn count(&self, verdict: &str) -> usize {
+impl Count for Report {
+    fn count(&self, verdict: TrialVerdict) -> usize {
         self.results.iter().filter(|t| t.verdict == verdict).count()
     }
 }
@@ -197,13 +181,19 @@ pub fn run_with_report(args: &[&str], libtest: &[&str]) -> (i32, Report) {
 #[derive(Debug)]
 pub struct Failing {
     pub line: String,
-    pub findings: Vec<serde_json::Value>,
+    pub findings: Vec<Finding>,
 }
 
 impl Failing {
     pub fn of(t: &Trial) -> Self {
         Failing {
-            line: format!("{} {} {} {}", t.transport, t.version, t.id, t.verdict),
+            line: format!(
+                "{} {} {} {}",
+                t.transport.as_str(),
+                t.version,
+                t.id,
+                t.verdict
+            ),
             findings: t.findings.clone(),
         }
     }
@@ -231,7 +221,11 @@ pub fn check_snapshot(what: &str, path: &Path, mut got: Vec<Failing>) {
             .iter()
             .filter(|f| !w.contains(f.line.as_str()))
             .map(|f| {
-                let findings: Vec<String> = f.findings.iter().map(|x| x.to_string()).collect();
+                let findings: Vec<String> = f
+                    .findings
+                    .iter()
+                    .map(|x| format!("{} {:?}: {}", x.check.as_str(), x.status, x.message))
+                    .collect();
                 format!("{}\n      {}", f.line, findings.join("\n      "))
             })
             .collect();

@@ -2,6 +2,7 @@
 //! and nothing fails for what a correct server may do (statelessness, the versions it offers).
 
 use crate::util::{bin, run_with_report, HttpWitness, Report, Trial};
+use crate::util::{Status, TrialVerdict};
 
 /// The trials of `report` for case `id`.
 fn trials<'a>(report: &'a Report, id: &str) -> Vec<&'a Trial> {
@@ -13,7 +14,7 @@ fn assert_clean(code: i32, report: &Report) {
     let failed: Vec<_> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail")
+        .filter(|t| t.verdict == TrialVerdict::Fail)
         .collect();
     assert_eq!(code, 0, "{failed:?}");
 }
@@ -29,11 +30,10 @@ fn family<'a>(report: &'a Report, prefix: &str) -> Vec<&'a Trial> {
 
 /// Whether a trial has a failing finding from `check`.
 fn failed_by(t: &Trial, check: &str) -> bool {
-    t.verdict == "fail"
-        && t.findings.iter().any(|f| {
-            f.get("check").and_then(|c| c.as_str()) == Some(check)
-                && f.get("status").and_then(|s| s.as_str()) == Some("fail")
-        })
+    t.verdict == TrialVerdict::Fail
+        && t.findings
+            .iter()
+            .any(|f| f.check.as_str() == check && f.status == Status::Fail)
 }
 
 #[test]
@@ -91,10 +91,9 @@ fn the_side_channel_log_shows_a_run() {
     assert!(failed_by(t[0], "canary"), "{:?}", t[0]);
     // The log is named as the evidence (it is checked before the protocol's answer).
     assert!(
-        t[0].findings.iter().any(|f| f
-            .get("message")
-            .and_then(|m| m.as_str())
-            .is_some_and(|m| m.contains("side-channel log"))),
+        t[0].findings
+            .iter()
+            .any(|f| f.message.contains("side-channel log")),
         "{:?}",
         t[0]
     );
@@ -142,11 +141,9 @@ fn the_side_channel_log_is_blamed_only_on_the_trial_that_ran_the_tool() {
             .results
             .iter()
             .filter(|t| {
-                t.findings.iter().any(|f| {
-                    f.get("message")
-                        .and_then(|m| m.as_str())
-                        .is_some_and(|m| m.contains("side-channel log"))
-                })
+                t.findings
+                    .iter()
+                    .any(|f| f.message.contains("side-channel log"))
             })
             .map(|t| t.id.clone())
             .collect();
@@ -174,14 +171,14 @@ fn a_stateless_server_fails_no_session_case() {
     // Session cases are shown, as not applicable, at every version.
     let t = trials(&report, "headers/session-id-unknown");
     assert!(
-        !t.is_empty() && t.iter().all(|t| t.verdict == "skip"),
+        !t.is_empty() && t.iter().all(|t| t.verdict == TrialVerdict::Skip),
         "{t:?}"
     );
     // The same cases still run, and pass, against a server that keeps sessions.
     let stateful = HttpWitness::start_with(&[]);
     let (_, report) = run_with_report(&["--http", &stateful.url], &[]);
     let t = trials(&report, "headers/session-id-unknown");
-    assert!(t.iter().any(|t| t.verdict == "pass"), "{t:?}");
+    assert!(t.iter().any(|t| t.verdict == TrialVerdict::Pass), "{t:?}");
 }
 
 #[test]
@@ -223,7 +220,10 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
     let nesting = family(&report, "nesting/");
     let killed: Vec<_> = nesting.iter().filter(|t| failed_by(t, "alive")).collect();
     assert_eq!(killed.len(), 1, "{nesting:?}");
-    let not_run = nesting.iter().filter(|t| t.verdict == "skip").count();
+    let not_run = nesting
+        .iter()
+        .filter(|t| t.verdict == TrialVerdict::Skip)
+        .count();
     assert_eq!(not_run, nesting.len() - 1, "{nesting:?}");
     drop(w);
 
@@ -246,7 +246,10 @@ fn a_target_that_dies_is_named_once_and_the_rest_is_not_run_or_restarted() {
     );
     assert_eq!(code, 1);
     let nesting = family(&report, "nesting/");
-    assert!(nesting.iter().all(|t| t.verdict != "skip"), "{nesting:?}");
+    assert!(
+        nesting.iter().all(|t| t.verdict != TrialVerdict::Skip),
+        "{nesting:?}"
+    );
     assert!(
         nesting.iter().filter(|t| failed_by(t, "alive")).count() >= 2,
         "{nesting:?}"
@@ -284,18 +287,19 @@ fn a_gate_the_runner_started_is_started_again_when_a_case_ends_it() {
     let killer = trial("downstream/fault-close");
     assert!(failed_by(killer, "alive"), "{killer:?}");
     assert!(
-        killer.findings.iter().any(|f| f["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("restarted"))),
+        killer
+            .findings
+            .iter()
+            .any(|f| Some(f.message.as_str()).is_some_and(|m| m.contains("restarted"))),
         "{killer:?}"
     );
     // fault-empty, planned after it, ran against the gate started again (it fails on its own
     // merits: the relay passes the empty body on), not left out as "not run".
     let after = trial("downstream/fault-empty");
-    assert_eq!(after.verdict, "fail", "{after:?}");
+    assert_eq!(after.verdict, TrialVerdict::Fail, "{after:?}");
     assert!(!failed_by(after, "alive"), "{after:?}");
     // The relay itself is sound: an allowed call through it passes.
-    assert_eq!(trial("canonical/string-id").verdict, "pass");
+    assert_eq!(trial("canonical/string-id").verdict, TrialVerdict::Pass);
 }
 
 /// The trials of `report` that did not pass, as `case@version verdict`, sorted.
@@ -303,7 +307,7 @@ fn not_passing(report: &Report) -> Vec<String> {
     let mut out: Vec<String> = report
         .results
         .iter()
-        .filter(|t| t.verdict == "fail" || t.verdict == "warn")
+        .filter(|t| t.verdict == TrialVerdict::Fail || t.verdict == TrialVerdict::Warn)
         .map(|t| format!("{}@{} {}", t.id, t.version, t.verdict))
         .collect();
     out.sort();
@@ -323,10 +327,10 @@ fn what_a_server_may_do_in_the_order_of_its_checks_and_its_ids_fails_nothing() {
     assert_clean(code, &report);
     let array = trials(&report, "batch/initialize-in-array");
     assert_eq!(array.len(), 1);
-    assert_eq!(array[0].verdict, "pass", "{:?}", array[0]);
+    assert_eq!(array[0].verdict, TrialVerdict::Pass, "{:?}", array[0]);
     let utf8 = trials(&report, "encoding/invalid-utf8-ff-in-echo-argument");
     assert_eq!(utf8.len(), 1);
-    assert_eq!(utf8[0].verdict, "warn", "{:?}", utf8[0]);
+    assert_eq!(utf8[0].verdict, TrialVerdict::Warn, "{:?}", utf8[0]);
     let warned = not_passing(&report);
     assert!(
         warned.iter().all(|t| t.starts_with("encoding/")),
@@ -397,7 +401,7 @@ fn a_server_that_stops_reading_its_input_does_not_hold_the_runner_past_its_deadl
     let report: Report = serde_json::from_str(&text).expect("report parses");
     let t = trials(&report, "oversize/100mib-line-with-bounded-memory");
     assert_eq!(t.len(), 1);
-    assert_eq!(t[0].verdict, "warn", "{:?}", t[0]);
+    assert_eq!(t[0].verdict, TrialVerdict::Warn, "{:?}", t[0]);
 }
 
 #[test]

@@ -7,12 +7,14 @@ mod junit;
 mod markdown;
 mod sarif;
 
+/// A record's findings and what was observed: part of the report format.
+pub use crate::verdict::{Check, Finding, Observed, Status};
 pub use junit::junit;
 pub(crate) use markdown::step_summary;
 pub use sarif::sarif;
 
 use crate::case::{Case, Level, Profile, TransportKind};
-use crate::verdict::{Finding, Observed, Status, Verdict};
+use crate::verdict::Verdict;
 use crate::versions::Version;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -54,23 +56,33 @@ impl std::fmt::Display for TrialVerdict {
     }
 }
 
-/// One trial's result.
-#[derive(Debug, Clone, Serialize)]
+/// One trial's result: what `--report` writes, and what the matrix reads back (the fields added
+/// since the format began default when an older report lacks them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     pub id: String,
     pub transport: TransportKind,
+    #[serde(default)]
     pub profile: Profile,
+    #[serde(default)]
     pub title: String,
+    #[serde(default)]
     pub requirements: Vec<String>,
     /// The published advisories the case reproduces (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub advisories: Vec<String>,
+    #[serde(default = "must")]
     pub level: Level,
     pub verdict: TrialVerdict,
+    #[serde(default)]
     pub observed: Option<Observed>,
+    #[serde(default)]
     pub http_status: Option<u16>,
+    #[serde(default)]
     pub error_code: Option<i64>,
+    #[serde(default)]
     pub elapsed_ms: u64,
+    #[serde(default)]
     pub findings: Vec<Finding>,
     /// The downstream witness's personality, on a lane whose witness is not strict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -670,39 +682,7 @@ pub struct ReportFile {
     /// How the run spoke to the target (absent for a plain server).
     #[serde(default)]
     pub spelling: Option<String>,
-    pub results: Vec<ReportRow>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct ReportRow {
-    pub id: String,
-    pub transport: TransportKind,
-    #[serde(default)]
-    pub profile: Profile,
-    pub verdict: TrialVerdict,
-    #[serde(default)]
-    pub requirements: Vec<String>,
-    #[serde(default)]
-    pub advisories: Vec<String>,
-    #[serde(default = "must")]
-    pub level: Level,
-    /// The findings' oracles and statuses (their messages are not needed here).
-    #[serde(default)]
-    pub findings: Vec<FindingRow>,
-    #[serde(default)]
-    pub downstream: Option<String>,
-    #[serde(default)]
-    pub lane_version: Option<String>,
-    /// The version the row's case spoke (absent in reports older than versions).
-    #[serde(default)]
-    pub version: String,
-}
-
-/// A finding read back: which oracle, and whether it passed, warned or failed.
-#[derive(Debug, Clone, Deserialize)]
-pub struct FindingRow {
-    pub check: String,
-    pub status: String,
+    pub results: Vec<Record>,
 }
 
 fn must() -> Level {
@@ -859,13 +839,8 @@ fn advisory_columns(
                     .or_insert_with(|| (a, vec![None; reports.len()]))
                     .1;
                 if row.verdict != TrialVerdict::Skip {
-                    let checks = row
-                        .findings
-                        .iter()
-                        .filter(|f| f.status != "pass")
-                        .map(|f| f.check.as_str());
                     let was = cells[col].unwrap_or(false);
-                    cells[col] = Some(was || reproduces(row.verdict, row.level, checks));
+                    cells[col] = Some(was || reproduces(row.verdict, row.level, unpassed(row)));
                 }
             }
         }
@@ -875,7 +850,7 @@ fn advisory_columns(
 
 /// A row's lane; with `versioned`, named with the row's version even when its own run had only
 /// one (so a report at one version lines up with others over several).
-fn lane_of(row: &ReportRow, versioned: bool) -> String {
+fn lane_of(row: &Record, versioned: bool) -> String {
     let version = match (&row.lane_version, versioned && !row.version.is_empty()) {
         (Some(v), _) => Some(v.as_str()),
         (None, true) => Some(row.version.as_str()),

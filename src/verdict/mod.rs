@@ -20,7 +20,9 @@ use crate::versions::Version;
 use serde_json::Value;
 
 /// The result of a trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pass,
@@ -29,7 +31,7 @@ pub enum Status {
 }
 
 /// Which oracle spoke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
     Setup,
@@ -90,7 +92,7 @@ impl Check {
     }
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Finding {
     pub check: Check,
     pub status: Status,
@@ -98,7 +100,7 @@ pub struct Finding {
 }
 
 /// What was observed, in the terms of a case.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Observed {
     Outcome(Outcome),
