@@ -323,7 +323,8 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
             "answered a batch with an empty array: what gets no response is answered with nothing at all".into(),
         ));
     }
-    let asked = |id: &Value| batch.ids.iter().any(|b| b == id || same_number(b, id));
+    let same = |a: &Value, b: &Value| a == b || same_number(a, b);
+    let asked = |id: &Value| batch.ids.iter().any(|b| same(b, id));
     let per_member =
         arrays.iter().any(|a| !a.is_empty()) || resp.iter().any(|r| r.get("id").is_some_and(asked));
     if !per_member {
@@ -343,7 +344,7 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
     for id in &batch.ids {
         let n = resp
             .iter()
-            .filter(|r| r.get("id").is_some_and(|r| r == id || same_number(r, id)))
+            .filter(|r| r.get("id").is_some_and(|r| same(r, id)))
             .count();
         if n != 1 {
             out.push((
@@ -390,8 +391,7 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
         .iter()
         .filter(|m| m.is_object() && super::is_response(m))
         .count();
-    let counted = out.is_empty();
-    if counted && !event_stream && (bare > 0 || arrays.len() > 1) {
+    if out.is_empty() && !event_stream && (bare > 0 || arrays.len() > 1) {
         out.push((
             Status::Warn,
             "preferred: a batch's responses together in one array (JSON-RPC 2.0 section 6); they came apart".into(),
