@@ -21,17 +21,30 @@ for pair in "http:${INPUT_HTTP:-}" "stdio:${INPUT_STDIO:-}" "gate:${INPUT_GATE:-
     targets=$((targets + 1))
   fi
 done
+# A folder of target files: a campaign over them instead of one run (the matrix is its report).
+if [ -n "${INPUT_TARGETS:-}" ]; then
+  targets=$((targets + 1))
+  target="the targets in ${INPUT_TARGETS}"
+  campaign_dir="$out_dir/campaign"
+  args=(campaign "$INPUT_TARGETS" --out "$campaign_dir" --targets-at-once 2)
+fi
 if [ "$targets" -gt 1 ]; then
-  echo "::error title=mcp-gauntlet::give one target of http, stdio, gate and gate-stdio, not $targets"
+  echo "::error title=mcp-gauntlet::give one target of http, stdio, gate, gate-stdio and targets, not $targets"
   printf 'exit-code=2\noutcome=usage\njunit=\nsarif=\nreport=\n' >> "${GITHUB_OUTPUT:?GITHUB_OUTPUT is unset}"
   [ "${INPUT_FAIL:-true}" = true ] && exit 2
   exit 0
 fi
-[ -n "${INPUT_BASELINE:-}" ] && args+=(--baseline "$INPUT_BASELINE")
-[ "${INPUT_STRICT:-false}" = true ] && args+=(--strict)
-[ "${INPUT_QUIET:-true}" = true ] && args+=(--quiet)
-args+=(--junit "$junit" --sarif "$sarif" --report "$report")
-[ -n "${GITHUB_STEP_SUMMARY:-}" ] && args+=(--summary-md "$GITHUB_STEP_SUMMARY")
+if [ -n "${INPUT_TARGETS:-}" ]; then
+  # A campaign writes each lane's report and JUnit and the matrix under its folder; the
+  # matrix's JSON form is the step's report.
+  report="$campaign_dir/matrix.json"
+else
+  [ -n "${INPUT_BASELINE:-}" ] && args+=(--baseline "$INPUT_BASELINE")
+  [ "${INPUT_STRICT:-false}" = true ] && args+=(--strict)
+  [ "${INPUT_QUIET:-true}" = true ] && args+=(--quiet)
+  args+=(--junit "$junit" --sarif "$sarif" --report "$report")
+  [ -n "${GITHUB_STEP_SUMMARY:-}" ] && args+=(--summary-md "$GITHUB_STEP_SUMMARY")
+fi
 # The extra arguments, one per line; those after a line `--` are libtest's and go last.
 libtest=()
 seen_separator=false
@@ -48,11 +61,30 @@ done <<< "${INPUT_ARGS:-}"
 [ "${#libtest[@]}" -gt 0 ] && args+=(-- "${libtest[@]}")
 
 # The extra arguments may carry credentials (`--header`): only the target is echoed.
-echo "mcp-gauntlet run: $target"
-errors=$(mktemp)
-# stderr is shown as it comes and kept, for the summary of a run that could not start.
-{ mcp-gauntlet "${args[@]}" 2>&1 1>&3 3>&- | tee "$errors" >&2 3>&-; } 3>&1
-code=${PIPESTATUS[0]}
+echo "mcp-gauntlet ${args[0]}: $target"
+errors=$(mktemp) said=$(mktemp)
+if [ -n "${INPUT_TARGETS:-}" ]; then
+  # A campaign's lines (and its errors) are shown as they come and kept, for its summary.
+  mcp-gauntlet "${args[@]}" 2>&1 | tee "$said"
+  code=${PIPESTATUS[0]}
+  cp "$said" "$errors"
+else
+  # stderr is shown as it comes and kept, for the summary of a run that could not start.
+  { mcp-gauntlet "${args[@]}" 2>&1 1>&3 3>&- | tee "$errors" >&2 3>&-; } 3>&1
+  code=${PIPESTATUS[0]}
+fi
+# A campaign's summary: what each lane came to, and where the matrix is.
+if [ -n "${INPUT_TARGETS:-}" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+  {
+    echo "## mcp-gauntlet campaign over ${INPUT_TARGETS}"
+    echo
+    echo "<pre>"
+    sed -n '/^campaign: /,$p' "$said" | sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g'
+    echo "</pre>"
+    echo
+  } >> "$GITHUB_STEP_SUMMARY"
+fi
+rm -f "$said"
 
 case "$code" in
   0) outcome=passed ;;

@@ -8,12 +8,14 @@
 pub mod advisory;
 pub mod auth;
 pub mod bench;
+pub mod campaign;
 mod canary;
 pub mod case;
 pub mod error;
 pub mod exit;
 pub mod fuzz;
 pub mod identity;
+mod lane_id;
 pub mod load;
 pub mod mapping;
 mod progress;

@@ -68,8 +68,23 @@ enum Command {
         #[arg(long)]
         html: Option<PathBuf>,
     },
-    /// Print the JSON Schema of the case format (the same as cases/schema.json).
-    Schema,
+    /// Print the JSON Schema of the case format (the same as cases/schema.json), or with
+    /// --targets of the target format (targets/schema.json).
+    Schema {
+        /// The target files' schema instead.
+        #[arg(long)]
+        targets: bool,
+    },
+    /// Run the catalogue against every target of a folder of target files (targets/), lane by
+    /// lane, and build the matrix from the lanes' reports; `campaign merge` builds it from
+    /// several shards' folders.
+    Campaign(Box<CampaignArgs>),
+    /// Validate target files (every NAME.json and NAME/target.json under each DIR) and print what
+    /// is wrong, with file, line and column.
+    CheckTargets {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
     /// List the published advisories the catalogue reproduces, each with the cases that cite it
     /// (`run --advisories` runs them).
     Advisories,
@@ -497,6 +512,67 @@ struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct CampaignArgs {
+    #[command(subcommand)]
+    merge: Option<CampaignCommand>,
+    /// The folder of target files.
+    #[arg(required = true)]
+    targets: Option<PathBuf>,
+    /// Where each lane's report, JUnit, log and record go, and the matrix (matrix.md, .html,
+    /// .json). A campaign started again over the same folder runs only the lanes not done.
+    #[arg(long, required = true)]
+    out: Option<PathBuf>,
+    /// Where recipes install (reused between campaigns).
+    #[arg(long, default_value = "target/campaign-cache")]
+    cache: PathBuf,
+    /// Only this target (by name; repeatable).
+    #[arg(long = "target", value_name = "NAME")]
+    only: Vec<String>,
+    /// The slow lanes (a target file's `slow: true`): `with` them, `without` them, or `only` them.
+    #[arg(long, default_value = "with")]
+    slow: mcp_gauntlet::campaign::Slow,
+    /// How many targets run at once, each its lanes one after the other.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    targets_at_once: u16,
+    /// How many trials of a lane run at once (`run --jobs`; default: the number of cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+    /// Run only shard K of N (1-based) of the lanes; `campaign merge` builds the matrix after.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// The versions each lane speaks (as `run --spec`).
+    #[arg(long, default_value = "accepted")]
+    spec: Spec,
+    /// Also write the matrix's Markdown to FILE, and its HTML beside it (only from a full
+    /// campaign: every lane, every case).
+    #[arg(long, value_name = "FILE")]
+    matrix: Option<PathBuf>,
+    /// libtest arguments for every lane: filters, `--skip`.
+    #[arg(last = true)]
+    libtest: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum CampaignCommand {
+    /// Build the matrix from several campaign folders (a sharded campaign's), into --out.
+    Merge {
+        /// The folder of target files the campaign ran.
+        #[arg(long)]
+        targets: PathBuf,
+        /// Where the matrix goes.
+        #[arg(long)]
+        out: PathBuf,
+        /// Also write the Markdown to FILE (its HTML beside it).
+        #[arg(long, value_name = "FILE")]
+        matrix: Option<PathBuf>,
+        /// The shards' folders.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
 struct WitnessArgs {
     /// Serve Streamable HTTP on ADDR (e.g. 127.0.0.1:0); prints `listening http://ADDR/mcp` first.
     #[arg(long, conflicts_with_all = ["stdio", "sse"], required_unless_present_any = ["stdio", "sse"])]
@@ -635,10 +711,16 @@ fn main() -> ExitCode {
                 exit::SUCCESS
             })
             .map_err(anyhow::Error::from),
-        Command::Schema => {
-            print!("{}", mcp_gauntlet::case::schema_json());
+        Command::Schema { targets } => {
+            if targets {
+                print!("{}", mcp_gauntlet::campaign::schema_json());
+            } else {
+                print!("{}", mcp_gauntlet::case::schema_json());
+            }
             Ok(exit::SUCCESS)
         }
+        Command::Campaign(args) => campaign_command(*args),
+        Command::CheckTargets { dirs } => check_targets(&dirs),
         Command::AuthIssuer { out, kid } => auth_issuer(&out, &kid),
         Command::ReferenceGate { args } => {
             return reference_gate::cli::main_from_args(
@@ -936,6 +1018,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
                 .take_while(|a| a != "--")
                 .collect::<Vec<String>>(),
         ),
+        log: None,
     };
     let outcome = run::run(opts)?;
     Ok(if !outcome.not_run.is_empty() {
@@ -1059,6 +1142,92 @@ fn parse_advisory(id: &str) -> Result<&'static mcp_gauntlet::advisory::Advisory,
     mcp_gauntlet::advisory::find(id).ok_or_else(|| {
         format!("`{id}` is not in the advisory catalogue (`mcp-gauntlet advisories` lists it)")
     })
+}
+
+fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
+    use mcp_gauntlet::campaign;
+    if let Some(CampaignCommand::Merge {
+        targets,
+        out,
+        matrix,
+        dirs,
+    }) = args.merge
+    {
+        let files = campaign::load_dir(&targets)?;
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot make {}", out.display()))?;
+        let m = campaign::write_matrix(&files, &dirs, &out, matrix.as_deref())?;
+        println!("{} columns: {}", m.columns, m.markdown.display());
+        return Ok(exit::SUCCESS);
+    }
+    let (Some(targets), Some(out)) = (args.targets, args.out) else {
+        return Ok(exit::USAGE);
+    };
+    let started = std::time::Instant::now();
+    let outcome = campaign::run(&campaign::CampaignOptions {
+        targets,
+        out,
+        cache: args.cache,
+        only: args.only,
+        slow: args.slow,
+        targets_at_once: usize::from(args.targets_at_once),
+        jobs: args.jobs.map(usize::from),
+        shard: args.shard,
+        spec: args.spec,
+        libtest_args: args.libtest,
+        matrix: args.matrix,
+        self_exe: std::env::current_exe().ok(),
+    })?;
+    let matched = outcome
+        .lanes
+        .iter()
+        .filter(|l| l.outcome == campaign::LaneOutcome::Matched)
+        .count();
+    println!(
+        "campaign: {} lanes, {matched} matched their baselines, {} did not; {} targets skipped, {} failed to install; {} s",
+        outcome.lanes.len(),
+        outcome.lanes.len() - matched,
+        outcome.skipped.len(),
+        outcome.failed.len(),
+        started.elapsed().as_secs()
+    );
+    for l in outcome
+        .lanes
+        .iter()
+        .filter(|l| l.outcome != campaign::LaneOutcome::Matched)
+    {
+        println!(
+            "  {}: {}{}",
+            l.column,
+            l.outcome.describe(),
+            l.detail
+                .as_deref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(m) = &outcome.matrix {
+        println!("matrix: {} ({} columns)", m.markdown.display(), m.columns);
+    }
+    Ok(if outcome.passed() {
+        exit::SUCCESS
+    } else {
+        exit::CASES_FAILED
+    })
+}
+
+fn check_targets(dirs: &[PathBuf]) -> anyhow::Result<u8> {
+    let mut total = 0;
+    for dir in dirs {
+        match mcp_gauntlet::campaign::load_dir(dir) {
+            Ok(t) => total += t.len(),
+            Err(e) => {
+                eprintln!("{}", mcp_gauntlet::error::error_chain(&e));
+                return Ok(exit::SETUP_FAILED);
+            }
+        }
+    }
+    println!("{total} target files valid");
+    Ok(exit::SUCCESS)
 }
 
 fn check_cases(dirs: Vec<PathBuf>) -> anyhow::Result<u8> {

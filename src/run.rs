@@ -60,6 +60,9 @@ pub struct RunOptions {
     /// --http URL`), for the summary's command that reruns only the failed trials (the run
     /// adds the libtest options that are not filters).
     pub rerun_base: Option<Vec<String>>,
+    /// Write libtest's lines and the end of the run to this file instead of stdout (a campaign
+    /// runs several targets at once, each lane with its own log).
+    pub log: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -87,6 +90,7 @@ impl Default for RunOptions {
             self_exe: None,
             restart_cmd: None,
             rerun_base: None,
+            log: None,
         }
     }
 }
@@ -200,7 +204,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         .map(|(why, n)| (why.clone(), *n))
         .collect();
     if !listing {
-        print_end(&records, &not_run, &opts, &shared);
+        say_end(&end_text(&records, &not_run, &opts, &shared), &opts)?;
     }
     let info = RunInfo {
         target: opened.name.clone(),
@@ -303,8 +307,11 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
             .map(|n| n.max(1))
             .or_else(|| opts.target.default_jobs());
     }
-    // Quiet: libtest's lines go nowhere (the end of the run names the failures).
-    if opts.quiet && args.logfile.is_none() && !args.list {
+    // A campaign's lane: libtest's lines go to the lane's log. Quiet: nowhere (the end of the
+    // run names the failures).
+    if let (Some(log), None) = (&opts.log, &args.logfile) {
+        args.logfile = Some(log.display().to_string());
+    } else if opts.quiet && args.logfile.is_none() && !args.list {
         args.logfile = Some(NULL_DEVICE.to_string());
     }
     // A side-channel log says that the denied tool ran, not which request ran it: only with one
@@ -324,26 +331,47 @@ const NULL_DEVICE: &str = if cfg!(windows) { "NUL" } else { "/dev/null" };
 /// What a person reads after libtest's lines: the warnings, the summary (with the rerun
 /// command, secrets redacted) and the trials a dead target left not run. A quiet run, which
 /// printed no trial lines, first lists the failed trials and always prints its counts.
-fn print_end(records: &[Record], not_run: &[(String, usize)], opts: &RunOptions, shared: &Shared) {
+fn end_text(
+    records: &[Record],
+    not_run: &[(String, usize)],
+    opts: &RunOptions,
+    shared: &Shared,
+) -> String {
+    let mut out = String::new();
     if opts.quiet {
-        print!(
-            "{}",
-            report::redact(&report::failure_lines(records), &shared.secrets)
-        );
+        out.push_str(&report::redact(
+            &report::failure_lines(records),
+            &shared.secrets,
+        ));
     }
-    print!("{}", report::warning_summary(records));
-    print!("{}", report::advisory_summary(records));
+    out.push_str(&report::warning_summary(records));
+    out.push_str(&report::advisory_summary(records));
     // The command line may hold secrets (`--header`, `--auth-token`): redacted.
     let summary = report::run_summary(records, rerun_command(opts).as_deref());
-    if summary.is_empty() && opts.quiet {
-        println!("\n{}", report::count_line(records));
+    if summary.is_empty() && (opts.quiet || opts.log.is_some()) {
+        out.push_str(&format!("\n{}\n", report::count_line(records)));
     }
-    print!("{}", report::redact(&summary, &shared.secrets));
+    out.push_str(&report::redact(&summary, &shared.secrets));
     for (why, n) in not_run {
-        println!(
-            "incomplete: {n} trial{} {why}, which was not brought back",
+        out.push_str(&format!(
+            "incomplete: {n} trial{} {why}, which was not brought back\n",
             if *n == 1 { " was" } else { "s were" }
-        );
+        ));
+    }
+    out
+}
+
+/// The end of the run, on stdout, or after libtest's lines in the lane's log.
+fn say_end(end: &str, opts: &RunOptions) -> Result<(), RunError> {
+    match &opts.log {
+        Some(log) => append(log, end).map_err(|source| RunError::Write {
+            path: log.display().to_string(),
+            source,
+        }),
+        None => {
+            print!("{end}");
+            Ok(())
+        }
     }
 }
 

@@ -359,6 +359,38 @@ fn the_action_passes_a_conformant_stdio_server() {
     assert!(!summary.contains("### By family"), "{summary}");
 }
 
+/// A folder of target files runs a campaign: each lane against its target, the matrix in the
+/// output folder (its JSON form the step's report), what each lane came to in the summary.
+#[test]
+fn the_action_runs_a_campaign_over_a_folder_of_targets() {
+    let folder = root().join("fixtures/campaign");
+    let mut job = Job::new(&[
+        ("targets", folder.to_str().expect("UTF-8")),
+        ("args", "--\nbatch/"),
+    ]);
+    job.run();
+    assert_eq!(job.failed, None);
+    assert_eq!(job.output("exit-code"), "0");
+    assert_eq!(job.output("outcome"), "passed");
+    let report = job.output("report");
+    assert!(report.ends_with("campaign/matrix.json"), "{report}");
+    let path = job.at("work").join(&report);
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the matrix")).expect("JSON");
+    let columns: Vec<&str> = matrix["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .filter_map(|t| t["column"].as_str())
+        .collect();
+    assert_eq!(columns, ["witness-http", "witness-stdio"]);
+    let summary = job.summary();
+    assert!(
+        summary.contains("campaign: 2 lanes, 2 matched their baselines"),
+        "{summary}"
+    );
+}
+
 /// A target that cannot be tested fails the step with its own code, and the summary says why;
 /// two targets at once are a usage error.
 #[test]

@@ -435,7 +435,7 @@ fn committed_peer_baselines_parse_and_name_real_cases_with_reasons() {
     use mcp_gauntlet::report::baseline::Baseline;
     let cat = Catalogue::embedded().expect("every case file is valid");
     let ids: BTreeSet<&str> = cat.cases.iter().map(|c| c.id.as_str()).collect();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/peers");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("targets");
     let mut seen = 0;
     for peer in std::fs::read_dir(&root).unwrap() {
         let peer = peer.unwrap().path();

@@ -5,6 +5,7 @@ mod auth;
 mod bounds;
 mod broken;
 mod broken_gate;
+mod campaign;
 mod catalogue;
 mod cli;
 mod fuzz;

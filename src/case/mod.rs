@@ -530,7 +530,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> Result<(),
 }
 
 /// Line and column (1-based) of byte offset `at` in `text`.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before

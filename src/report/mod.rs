@@ -5,17 +5,20 @@
 pub mod baseline;
 mod junit;
 mod markdown;
+mod matrix;
 mod sarif;
 
 /// A record's findings and what was observed: part of the report format.
+pub use crate::lane_id::LaneId;
+pub(crate) use crate::lane_id::LaneName;
 pub use crate::verdict::{Check, Finding, Observed, Status};
 pub use junit::junit;
 pub(crate) use markdown::step_summary;
+pub use matrix::{matrix, Cell, Matrix, MatrixRow, MATRIX_FORMAT};
 pub use sarif::sarif;
 
 use crate::case::{Case, Level, Profile, TransportKind};
 use crate::verdict::Verdict;
-use crate::versions::Version;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
@@ -602,74 +605,6 @@ impl std::fmt::Display for RunProfile {
     }
 }
 
-/// Who a lane is: the profile it is judged by, its transport, the personality of the witness
-/// behind a gate (when not strict) and the version its cases speak, part of its name when the
-/// run has lanes for several. Owned by the lane; a record is made from it, and every output
-/// names the lane by it (`Display`: its [`LaneName`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaneId {
-    pub profile: Profile,
-    pub transport: TransportKind,
-    pub downstream: Option<&'static str>,
-    pub version: Version,
-    pub version_in_name: bool,
-}
-
-impl LaneId {
-    /// A lane of the strict witness (or a target of its own) at the newest legacy version,
-    /// named without it.
-    pub fn new(transport: TransportKind, profile: Profile) -> LaneId {
-        LaneId {
-            profile,
-            transport,
-            downstream: None,
-            version: crate::versions::NEWEST_LEGACY,
-            version_in_name: false,
-        }
-    }
-}
-
-impl std::fmt::Display for LaneId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let version = self.version.to_string();
-        LaneName {
-            profile: self.profile,
-            transport: self.transport,
-            downstream: self.downstream,
-            version: self.version_in_name.then_some(version.as_str()),
-        }
-        .fmt(f)
-    }
-}
-
-/// A lane's name, as libtest, JUnit, the matrix and stderr show it: `http`, `gate/stdio`,
-/// `gate/http@first-wins`, `http 2025-06-18` (in a run over several versions)…
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LaneName<'a> {
-    pub profile: Profile,
-    pub transport: TransportKind,
-    /// The personality of the witness behind a gate, when not strict.
-    pub downstream: Option<&'a str>,
-    /// The version, when the run has lanes for several.
-    pub version: Option<&'a str>,
-}
-
-impl std::fmt::Display for LaneName<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.profile == Profile::Gate {
-            f.write_str("gate/")?;
-        }
-        f.write_str(self.transport.as_str())?;
-        if let Some(d) = self.downstream {
-            write!(f, "@{d}")?;
-        }
-        if let Some(v) = self.version {
-            write!(f, " {v}")?;
-        }
-        Ok(())
-    }
-}
-
 fn kind_of(r: &Record) -> String {
     r.lane_name().to_string()
 }
@@ -682,55 +617,14 @@ pub struct ReportFile {
     /// How the run spoke to the target (absent for a plain server).
     #[serde(default)]
     pub spelling: Option<String>,
+    /// The versions the run spoke, comma-separated.
+    #[serde(default)]
+    pub spec: String,
     pub results: Vec<Record>,
 }
 
 fn must() -> Level {
     Level::Must
-}
-
-/// One cell of the matrix: what a target did with a case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cell {
-    Pass,
-    Fail,
-    Warn,
-    Known,
-    Skip,
-    /// The target's report has no such row (the case does not apply to it).
-    Absent,
-}
-
-impl Cell {
-    fn from_verdict(v: TrialVerdict) -> Cell {
-        match v {
-            TrialVerdict::Pass => Cell::Pass,
-            TrialVerdict::Fail | TrialVerdict::Stale => Cell::Fail,
-            TrialVerdict::Warn => Cell::Warn,
-            TrialVerdict::Known => Cell::Known,
-            TrialVerdict::Skip => Cell::Skip,
-        }
-    }
-    fn markdown(self) -> &'static str {
-        match self {
-            Cell::Pass => "pass",
-            Cell::Fail => "**FAIL**",
-            Cell::Warn => "warn",
-            Cell::Known => "known",
-            Cell::Skip => "-",
-            Cell::Absent => "",
-        }
-    }
-    fn word(self) -> &'static str {
-        match self {
-            Cell::Pass => "pass",
-            Cell::Fail => "FAIL",
-            Cell::Warn => "warn",
-            Cell::Known => "known",
-            Cell::Skip => "-",
-            Cell::Absent => "",
-        }
-    }
 }
 
 /// Why a report could not be read back for the matrix.
@@ -782,286 +676,4 @@ impl ReportFile {
         }
         Ok(loaded)
     }
-}
-
-/// Cases by target: one row per (lane, case), one column per report.
-#[derive(Debug, Clone)]
-pub struct Matrix {
-    pub columns: Vec<String>,
-    /// Per column: pass, fail (with stale), warn, known.
-    pub summary: Vec<[usize; 4]>,
-    pub rows: Vec<MatrixRow>,
-    /// Per column that was spoken to its own way: the column and how.
-    pub spellings: Vec<(String, String)>,
-    /// Per advisory the rows cite: per column, whether the target reproduced it (`None`: no
-    /// trial of that column tested it).
-    pub advisories: Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)>,
-}
-
-#[derive(Debug, Clone)]
-pub struct MatrixRow {
-    /// `http`, `stdio`, `gate/http` or `gate/stdio` (`@personality` for a non-strict downstream).
-    pub lane: String,
-    pub id: String,
-    pub requirements: Vec<String>,
-    pub advisories: Vec<String>,
-    pub cells: Vec<Cell>,
-}
-
-impl MatrixRow {
-    /// The requirements column: the cited requirements, then the advisories.
-    fn cites(&self) -> String {
-        let reqs = self.requirements.join(", ");
-        if self.advisories.is_empty() {
-            reqs
-        } else {
-            format!("{reqs}; advisories: {}", self.advisories.join(", "))
-        }
-    }
-}
-
-/// Per advisory the reports' rows cite: per report, reproduced, tested only, or not tested.
-fn advisory_columns(
-    reports: &[(String, ReportFile)],
-) -> Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)> {
-    let mut out: std::collections::BTreeMap<
-        &'static str,
-        (&'static crate::advisory::Advisory, Vec<Option<bool>>),
-    > = Default::default();
-    for (col, (_, r)) in reports.iter().enumerate() {
-        for row in &r.results {
-            for cited in &row.advisories {
-                let Some(a) = crate::advisory::find(cited) else {
-                    continue;
-                };
-                let cells = &mut out
-                    .entry(a.id.as_str())
-                    .or_insert_with(|| (a, vec![None; reports.len()]))
-                    .1;
-                if row.verdict != TrialVerdict::Skip {
-                    let was = cells[col].unwrap_or(false);
-                    cells[col] = Some(was || reproduces(row.verdict, row.level, unpassed(row)));
-                }
-            }
-        }
-    }
-    out.into_values().collect()
-}
-
-/// A row's lane; with `versioned`, named with the row's version even when its own run had only
-/// one (so a report at one version lines up with others over several).
-fn lane_of(row: &Record, versioned: bool) -> String {
-    let version = match (&row.lane_version, versioned && !row.version.is_empty()) {
-        (Some(v), _) => Some(v.as_str()),
-        (None, true) => Some(row.version.as_str()),
-        (None, false) => None,
-    };
-    LaneName {
-        profile: row.profile,
-        transport: row.transport,
-        downstream: row.downstream.as_deref(),
-        version,
-    }
-    .to_string()
-}
-
-impl Matrix {
-    pub fn build(reports: &[(String, ReportFile)]) -> Matrix {
-        let mut index: std::collections::BTreeMap<(String, String), MatrixRow> = Default::default();
-        // When any report ran several versions, every lane is named with its version.
-        let versioned = reports
-            .iter()
-            .any(|(_, r)| r.results.iter().any(|row| row.lane_version.is_some()));
-        for (col, (_, r)) in reports.iter().enumerate() {
-            for row in &r.results {
-                let lane = lane_of(row, versioned);
-                let entry = index
-                    .entry((lane.clone(), row.id.clone()))
-                    .or_insert_with(|| MatrixRow {
-                        lane,
-                        id: row.id.clone(),
-                        requirements: row.requirements.clone(),
-                        advisories: row.advisories.clone(),
-                        cells: vec![Cell::Absent; reports.len()],
-                    });
-                entry.cells[col] = Cell::from_verdict(row.verdict);
-            }
-        }
-        let summary = reports
-            .iter()
-            .map(|(_, r)| {
-                let n = |v: TrialVerdict| r.results.iter().filter(|x| x.verdict == v).count();
-                [
-                    n(TrialVerdict::Pass),
-                    n(TrialVerdict::Fail) + n(TrialVerdict::Stale),
-                    n(TrialVerdict::Warn),
-                    n(TrialVerdict::Known),
-                ]
-            })
-            .collect();
-        Matrix {
-            columns: reports.iter().map(|(n, _)| n.clone()).collect(),
-            summary,
-            rows: index.into_values().collect(),
-            spellings: reports
-                .iter()
-                .filter_map(|(n, r)| Some((n.clone(), r.spelling.clone()?)))
-                .collect(),
-            advisories: advisory_columns(reports),
-        }
-    }
-
-    /// A markdown table with a summary row first.
-    pub fn markdown(&self) -> String {
-        let mut out = String::from("| case | requirements |");
-        for name in &self.columns {
-            out.push_str(&format!(" {} |", name.replace('|', "/")));
-        }
-        out.push_str("\n|---|---|");
-        for _ in &self.columns {
-            out.push_str("---|");
-        }
-        out.push_str("\n| **summary** (pass / fail / warn / known) | |");
-        for [p, f, w, k] in &self.summary {
-            out.push_str(&format!(" {p} / {f} / {w} / {k} |"));
-        }
-        out.push('\n');
-        for row in &self.rows {
-            out.push_str(&format!("| [{}] {} | {} |", row.lane, row.id, row.cites()));
-            for c in &row.cells {
-                out.push_str(&format!(" {} |", c.markdown()));
-            }
-            out.push('\n');
-        }
-        if !self.advisories.is_empty() {
-            out.push_str("\nAdvisories (reproduced: a row citing it failed there):\n\n| advisory | affects |");
-            for name in &self.columns {
-                out.push_str(&format!(" {} |", name.replace('|', "/")));
-            }
-            out.push_str("\n|---|---|");
-            for _ in &self.columns {
-                out.push_str("---|");
-            }
-            out.push('\n');
-            for (a, cells) in &self.advisories {
-                out.push_str(&format!("| {} | {} |", a.ids(), a.affects()));
-                for c in cells {
-                    let w = advisory_word(*c);
-                    if *c == Some(true) {
-                        out.push_str(&format!(" **{w}** |"));
-                    } else {
-                        out.push_str(&format!(" {w} |"));
-                    }
-                }
-                out.push('\n');
-            }
-        }
-        if !self.spellings.is_empty() {
-            out.push_str("\nSpoken to in their own way:\n\n");
-            for (column, how) in &self.spellings {
-                out.push_str(&format!("- {column}: {how}\n"));
-            }
-        }
-        out
-    }
-
-    /// A self-contained HTML page: the same table, coloured, with a sticky header.
-    pub fn html(&self) -> String {
-        let mut out = String::from(
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>mcp-gauntlet matrix</title>\n<style>\n\
-             body{font:13px system-ui,sans-serif;margin:1em}table{border-collapse:collapse}\n\
-             th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}thead th{position:sticky;top:0;background:#f4f4f4}\n\
-             td.pass{background:#dff0d8}td.FAIL{background:#f2a0a0;font-weight:bold}td.warn{background:#fcf3c8}\n\
-             td.known{background:#f6d5b0}td.req{color:#555;font-size:11px}\n</style></head><body>\n\
-             <table>\n<thead><tr><th>case</th><th>requirements</th>",
-        );
-        for name in &self.columns {
-            out.push_str(&format!("<th>{}</th>", html_escape(name)));
-        }
-        out.push_str("</tr>\n<tr><th>summary</th><th>pass / fail / warn / known</th>");
-        for [p, f, w, k] in &self.summary {
-            out.push_str(&format!("<th>{p} / {f} / {w} / {k}</th>"));
-        }
-        out.push_str("</tr></thead>\n<tbody>\n");
-        for row in &self.rows {
-            out.push_str(&format!(
-                "<tr><td>[{}] {}</td><td class=\"req\">{}</td>",
-                html_escape(&row.lane),
-                html_escape(&row.id),
-                html_escape(&row.cites())
-            ));
-            for c in &row.cells {
-                let w = c.word();
-                out.push_str(&format!("<td class=\"{w}\">{w}</td>"));
-            }
-            out.push_str("</tr>\n");
-        }
-        out.push_str("</tbody></table>\n");
-        if !self.advisories.is_empty() {
-            out.push_str("<p>Advisories (reproduced: a row citing it failed there):</p>\n<table>\n<thead><tr><th>advisory</th><th>affects</th>");
-            for name in &self.columns {
-                out.push_str(&format!("<th>{}</th>", html_escape(name)));
-            }
-            out.push_str("</tr></thead>\n<tbody>\n");
-            for (a, cells) in &self.advisories {
-                out.push_str(&format!(
-                    "<tr><td>{}</td><td class=\"req\">{}</td>",
-                    html_escape(&a.ids()),
-                    html_escape(&a.affects())
-                ));
-                for c in cells {
-                    let class = match c {
-                        Some(true) => "FAIL",
-                        Some(false) => "pass",
-                        None => "",
-                    };
-                    out.push_str(&format!("<td class=\"{class}\">{}</td>", advisory_word(*c)));
-                }
-                out.push_str("</tr>\n");
-            }
-            out.push_str("</tbody></table>\n");
-        }
-        if !self.spellings.is_empty() {
-            out.push_str("<p>Spoken to in their own way:</p>\n<ul>\n");
-            for (column, how) in &self.spellings {
-                out.push_str(&format!(
-                    "<li>{}: {}</li>\n",
-                    html_escape(column),
-                    html_escape(how)
-                ));
-            }
-            out.push_str("</ul>\n");
-        }
-        out.push_str("</body></html>\n");
-        out
-    }
-}
-
-/// A matrix cell of the advisories table.
-fn advisory_word(c: Option<bool>) -> &'static str {
-    match c {
-        Some(true) => "REPRODUCED",
-        Some(false) => "not reproduced",
-        None => "",
-    }
-}
-
-fn html_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// The matrix as a markdown table (see [`Matrix`]).
-pub fn matrix(reports: &[(String, ReportFile)]) -> String {
-    Matrix::build(reports).markdown()
 }

@@ -181,6 +181,9 @@ fn readme_flags_are_the_programs() {
         &["matrix"],
         &["auth-issuer"],
         &["check-cases"],
+        &["check-targets"],
+        &["campaign"],
+        &["campaign", "merge"],
         &["schema"],
         &["reference-gate"],
     ];

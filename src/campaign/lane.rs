@@ -1,0 +1,308 @@
+//! One lane of a campaign: its `run`, in this process, and the record of what it came to.
+
+use super::file::{DenyStyleSpec, LaneKind, LaneSpec, Recipe, TargetFile};
+use super::CampaignOptions;
+use crate::case::Profile;
+use crate::report::TrialVerdict;
+use crate::run::RunOptions;
+use crate::settings::{DenyStyle, Settings};
+use crate::target::{SseAt, Target, DEFAULT_SSE_PATH};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The format of a lane record (`OUT/COLUMN.lane.json`).
+pub const LANE_FORMAT: &str = "mcp-gauntlet-lane/1";
+
+/// What a lane came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LaneOutcome {
+    /// Every trial passed or failed as its baseline says.
+    Matched,
+    /// A failure its baseline does not list, or a listed one that passes now.
+    Differs,
+    /// The target died and was not brought back: trials were not run.
+    Incomplete,
+    /// The target could not be tested (it did not start, or speaks no version the suite knows).
+    Untestable,
+    /// The run could not be set up (a baseline or a speak setting the runner refuses).
+    Error,
+}
+
+impl LaneOutcome {
+    pub fn describe(self) -> &'static str {
+        match self {
+            LaneOutcome::Matched => "matches its baseline",
+            LaneOutcome::Differs => "DIFFERS from its baseline",
+            LaneOutcome::Incomplete => "INCOMPLETE: the target died and was not brought back",
+            LaneOutcome::Untestable => "UNTESTABLE: it did not start, or speaks no known version",
+            LaneOutcome::Error => "ERROR: the run could not be set up",
+        }
+    }
+}
+
+/// What one lane came to, written beside its report once the report is complete.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LaneRecord {
+    pub format: String,
+    pub target: String,
+    pub column: String,
+    pub package: String,
+    pub ecosystem: String,
+    pub release: String,
+    /// What the lane was run with, hashed: the build of the suite, the release, the lane's
+    /// entry and files, the versions and the libtest arguments. A campaign started again runs
+    /// the lane again when it differs.
+    pub key: String,
+    pub outcome: LaneOutcome,
+    /// What went wrong, when the run did not finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    pub seconds: u64,
+    /// Trials by verdict: pass, fail (stale included), warn, known, skip.
+    pub counts: [usize; 5],
+}
+
+/// A lane already done in `opts.out` with the same key (only one that finished its run).
+pub(crate) fn done(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> Option<LaneRecord> {
+    let column = t.column(l);
+    let text = std::fs::read_to_string(opts.out.join(format!("{column}.lane.json"))).ok()?;
+    let record: LaneRecord = serde_json::from_str(&text).ok()?;
+    let finished = matches!(record.outcome, LaneOutcome::Matched | LaneOutcome::Differs);
+    let reported = opts.out.join(format!("{column}.json")).is_file();
+    (record.format == LANE_FORMAT && finished && reported && record.key == key(t, l, opts))
+        .then_some(record)
+}
+
+/// The lane's key (see [`LaneRecord::key`]).
+fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> String {
+    let mut parts = vec![
+        env!("CARGO_PKG_VERSION").to_string(),
+        build_id(opts),
+        t.release().to_string(),
+        serde_json::to_string(l).expect("a lane serializes: strings"),
+        serde_json::to_string(&t.spec.speak).expect("speak settings serialize: strings"),
+        format!("{:?}", opts.spec),
+    ];
+    parts.extend(opts.libtest_args.iter().cloned());
+    for f in [&l.baseline, &l.unstable].into_iter().flatten() {
+        parts.push(String::from_utf8_lossy(&std::fs::read(t.beside(f)).unwrap_or_default()).into());
+    }
+    super::install::fnv(parts.join("\n").as_bytes())
+}
+
+/// This build of the suite: its program's size and time (a rebuilt suite runs every lane again).
+fn build_id(opts: &CampaignOptions) -> String {
+    let exe = opts
+        .self_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok());
+    exe.and_then(|e| std::fs::metadata(e).ok())
+        .map(|m| {
+            let t = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            format!("{}-{t}", m.len())
+        })
+        .unwrap_or_default()
+}
+
+/// Run one lane of `t`, installed at `env`; its report, JUnit, log and record go to `opts.out`.
+pub(crate) fn run_lane(
+    t: &TargetFile,
+    l: &LaneSpec,
+    env: &Path,
+    opts: &CampaignOptions,
+) -> LaneRecord {
+    let column = t.column(l);
+    let at = |ext: &str| opts.out.join(format!("{column}{ext}"));
+    let (report, partial, log) = (at(".json"), at(".json.partial"), at(".log"));
+    for stale in [&report, &at(".lane.json"), &log] {
+        let _ = std::fs::remove_file(stale);
+    }
+    let started = Instant::now();
+    let run = options(t, l, env, opts, &partial, &at(".xml"), &log)
+        .map_err(|why| (LaneOutcome::Error, why))
+        .and_then(|o| {
+            crate::run::run(o).map_err(|e| {
+                let kind = if e.target_untestable() {
+                    LaneOutcome::Untestable
+                } else {
+                    LaneOutcome::Error
+                };
+                (kind, crate::error::error_chain(&e))
+            })
+        });
+    let (outcome, detail, counts) = match run {
+        Ok(o) => {
+            let n = |v: TrialVerdict| o.records.iter().filter(|r| r.verdict == v).count();
+            let counts = [
+                n(TrialVerdict::Pass),
+                n(TrialVerdict::Fail) + n(TrialVerdict::Stale),
+                n(TrialVerdict::Warn),
+                n(TrialVerdict::Known),
+                n(TrialVerdict::Skip),
+            ];
+            let outcome = if !o.not_run.is_empty() {
+                LaneOutcome::Incomplete
+            } else if o.failed {
+                LaneOutcome::Differs
+            } else {
+                LaneOutcome::Matched
+            };
+            // The report is whole: only now does it take its name.
+            let detail = std::fs::rename(&partial, &report)
+                .err()
+                .map(|e| format!("cannot move the report into place: {e}"));
+            (outcome, detail, counts)
+        }
+        Err((outcome, why)) => (outcome, Some(why), [0; 5]),
+    };
+    let record = LaneRecord {
+        format: LANE_FORMAT.to_string(),
+        target: t.name.clone(),
+        column: column.clone(),
+        package: t.spec.package.clone(),
+        ecosystem: t.spec.ecosystem.as_str().to_string(),
+        release: t.release().to_string(),
+        key: key(t, l, opts),
+        outcome,
+        detail,
+        seconds: started.elapsed().as_secs(),
+        counts,
+    };
+    let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
+    if let Err(e) = std::fs::write(at(".lane.json"), text) {
+        eprintln!("cannot write {}: {e}", at(".lane.json").display());
+    }
+    record
+}
+
+/// The `run` of one lane.
+fn options(
+    t: &TargetFile,
+    l: &LaneSpec,
+    env: &Path,
+    opts: &CampaignOptions,
+    report: &Path,
+    junit: &Path,
+    log: &Path,
+) -> Result<RunOptions, String> {
+    let command = l.command.as_deref().map(|c| fill(c, t, env, opts));
+    let (target, profile) = match (l.kind, command) {
+        (LaneKind::Http, Some(command)) => (
+            Target::Serve {
+                command,
+                path: l.path.clone().unwrap_or_else(|| "/mcp".into()),
+                sse: SseAt::default(),
+            },
+            Profile::Server,
+        ),
+        (LaneKind::Sse, Some(command)) => (
+            Target::Serve {
+                command,
+                path: l.path.clone().unwrap_or_else(|| DEFAULT_SSE_PATH.into()),
+                sse: SseAt::default(),
+            },
+            Profile::Server,
+        ),
+        (LaneKind::Stdio, Some(command)) => (Target::Stdio { command }, Profile::Server),
+        (LaneKind::Gate, Some(command)) => (Target::Gate { command }, Profile::Gate),
+        (LaneKind::GateStdio, Some(command)) => (Target::GateStdio { command }, Profile::Gate),
+        (LaneKind::Embedded, _) => (Target::Embedded, Profile::Server),
+        (k, None) => return Err(format!("an {} lane without a command", k.as_str())),
+    };
+    let mut libtest_args = unstable_skips(t, l)?;
+    libtest_args.extend(opts.libtest_args.iter().cloned());
+    Ok(RunOptions {
+        target,
+        profile,
+        settings: settings(t)?,
+        spec: opts.spec.clone(),
+        report: Some(report.to_path_buf()),
+        junit: Some(junit.to_path_buf()),
+        baseline: l.baseline.as_ref().map(|b| t.beside(b)),
+        libtest_args,
+        jobs: opts.jobs,
+        self_exe: opts.self_exe.clone(),
+        log: Some(log.to_path_buf()),
+        ..RunOptions::default()
+    })
+}
+
+/// The run's settings from the target's `speak`.
+fn settings(t: &TargetFile) -> Result<Settings, String> {
+    let s = &t.spec.speak;
+    let defaults = Settings::default();
+    let mapping = crate::mapping::CallMapping::new(
+        s.tool_name.as_deref(),
+        s.tool_server.as_deref().unwrap_or("witness"),
+        None,
+    )
+    .map_err(|e| crate::error::error_chain(&e))?;
+    let inputs = crate::auth::AuthInputs {
+        token: s.auth_token.clone(),
+        ..Default::default()
+    };
+    let auth_tokens = inputs.tokens().map_err(|e| crate::error::error_chain(&e))?;
+    Ok(Settings {
+        denied_tool: s
+            .denied_tool
+            .clone()
+            .unwrap_or(defaults.denied_tool.clone()),
+        allowed_tool: s
+            .allowed_tool
+            .clone()
+            .unwrap_or(defaults.allowed_tool.clone()),
+        allowed_arg: s
+            .allowed_arg
+            .clone()
+            .unwrap_or(defaults.allowed_arg.clone()),
+        canary_text: s
+            .canary_text
+            .clone()
+            .unwrap_or(defaults.canary_text.clone()),
+        deny_style: match s.deny_style {
+            Some(DenyStyleSpec::Result) => DenyStyle::Result,
+            Some(DenyStyleSpec::Error) | None => DenyStyle::Error,
+        },
+        mapping,
+        auth_tokens,
+        ..defaults
+    })
+}
+
+/// `--skip ID` for each case the lane's unstable file lists.
+fn unstable_skips(t: &TargetFile, l: &LaneSpec) -> Result<Vec<String>, String> {
+    let Some(rel) = &l.unstable else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(t.beside(rel)).map_err(|e| format!("{rel}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|id| !id.starts_with('#'))
+        .flat_map(|id| ["--skip".to_string(), id.to_string()])
+        .collect())
+}
+
+/// The command with the campaign's placeholders filled, each value quoted for the split.
+fn fill(command: &str, t: &TargetFile, env: &Path, opts: &CampaignOptions) -> String {
+    let quote = |p: &Path| shell_words::quote(&p.display().to_string()).into_owned();
+    let gauntlet: PathBuf = opts
+        .self_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("mcp-gauntlet"));
+    let mut out = command
+        .replace("{dir}", &quote(&t.dir))
+        .replace("{env}", &quote(env))
+        .replace("{gauntlet}", &quote(&gauntlet));
+    if matches!(t.spec.install, Recipe::Pypi { .. }) {
+        out = out.replace("{python}", &quote(&env.join("bin/python")));
+    }
+    out
+}

@@ -1,0 +1,350 @@
+//! A campaign: the catalogue against every target of a folder of target files, lane by lane,
+//! several targets at once, one report per lane, and the matrix built from those reports.
+//!
+//! Each lane (a target started one way, a column of the matrix) is a `run` in this process,
+//! written to `OUT/COLUMN.json` (its report), `.xml` (JUnit), `.log` (libtest's lines and the
+//! end of the run) and `.lane.json` (what the lane came to, written last: a lane with one is
+//! done, and a campaign started again with the same release and arguments does not run it
+//! again). `--shard K/N` runs every Nth lane; `campaign merge` builds the matrix from several
+//! shards' folders.
+
+pub mod file;
+pub mod install;
+mod lane;
+mod matrix;
+
+pub use file::{load_dir, schema_json, LaneKind, LaneSpec, Problem, TargetError, TargetFile};
+pub use install::{InstallError, Installed};
+pub use lane::{LaneOutcome, LaneRecord};
+pub use matrix::{write_matrix, MatrixFiles};
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Which lanes a campaign runs by their speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Slow {
+    /// Every lane.
+    #[default]
+    With,
+    /// Every lane but the slow ones (what CI runs).
+    Without,
+    /// Only the slow ones.
+    Only,
+}
+
+impl std::str::FromStr for Slow {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Slow, String> {
+        match s {
+            "with" => Ok(Slow::With),
+            "without" => Ok(Slow::Without),
+            "only" => Ok(Slow::Only),
+            _ => Err(format!("`{s}`: with, without or only")),
+        }
+    }
+}
+
+/// What a campaign runs, and where it writes.
+#[derive(Debug, Clone)]
+pub struct CampaignOptions {
+    /// The folder of target files.
+    pub targets: PathBuf,
+    /// Where the lanes' reports, logs and records go (and the matrix).
+    pub out: PathBuf,
+    /// Where recipes install (`{env}`).
+    pub cache: PathBuf,
+    /// Only these targets (by name); empty: all.
+    pub only: Vec<String>,
+    pub slow: Slow,
+    /// How many targets run at once (each its lanes one after the other).
+    pub targets_at_once: usize,
+    /// How many trials of one lane run at once (`run --jobs`; `None`: the cores).
+    pub jobs: Option<usize>,
+    /// `(k, n)`: only every nth lane from the kth (1-based), for a CI matrix.
+    pub shard: Option<(usize, usize)>,
+    /// The versions each lane speaks (`run --spec`).
+    pub spec: crate::versions::Spec,
+    /// libtest arguments for every lane (filters, `--skip`), after its own unstable skips.
+    pub libtest_args: Vec<String>,
+    /// Also write the matrix's Markdown here (its HTML beside it, `.html`).
+    pub matrix: Option<PathBuf>,
+    /// This program (`{gauntlet}` in commands, and the embedded default's stdio witness).
+    pub self_exe: Option<PathBuf>,
+}
+
+/// One lane to run: its target and which of its lanes.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub target: usize,
+    pub lane: usize,
+}
+
+/// The lanes `opts` selects from `targets`, in the campaign's order (target by name, then as
+/// its file lists them), this shard's only.
+pub fn plan(targets: &[TargetFile], opts: &CampaignOptions) -> Vec<Planned> {
+    let mut all = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        if !opts.only.is_empty() && !opts.only.contains(&t.name) {
+            continue;
+        }
+        for (li, l) in t.spec.lanes.iter().enumerate() {
+            let keep = match opts.slow {
+                Slow::With => true,
+                Slow::Without => !l.slow,
+                Slow::Only => l.slow,
+            };
+            if keep {
+                all.push(Planned {
+                    target: ti,
+                    lane: li,
+                });
+            }
+        }
+    }
+    match opts.shard {
+        Some((k, n)) => all
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % n == k - 1)
+            .map(|(_, p)| p)
+            .collect(),
+        None => all,
+    }
+}
+
+/// Why a campaign could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CampaignError {
+    #[error(transparent)]
+    Targets(#[from] TargetError),
+    #[error("cannot write {path}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{0}` is not a target in the folder")]
+    UnknownTarget(String),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportReadError),
+}
+
+/// What a campaign came to: each lane it ran or found done, and the targets it skipped.
+#[derive(Debug, Default)]
+pub struct CampaignOutcome {
+    pub lanes: Vec<LaneRecord>,
+    /// Targets not tested, with why (a registry unreachable, a tool missing).
+    pub skipped: Vec<(String, String)>,
+    /// Targets whose install failed although it could have worked.
+    pub failed: Vec<(String, String)>,
+    /// Where the matrix was written (only when every lane of the folder has a report here).
+    pub matrix: Option<MatrixFiles>,
+}
+
+impl CampaignOutcome {
+    /// Whether every lane matched its baseline and every install that could work did.
+    pub fn passed(&self) -> bool {
+        self.failed.is_empty() && self.lanes.iter().all(|l| l.outcome == LaneOutcome::Matched)
+    }
+}
+
+/// Run a campaign. Prints a line per lane as it starts and ends.
+pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
+    let targets = load_dir(&opts.targets)?;
+    if let Some(name) = opts
+        .only
+        .iter()
+        .find(|n| !targets.iter().any(|t| &t.name == *n))
+    {
+        return Err(CampaignError::UnknownTarget(name.clone()));
+    }
+    let write = |path: &PathBuf| {
+        let path = path.display().to_string();
+        move |source| CampaignError::Write { path, source }
+    };
+    std::fs::create_dir_all(&opts.out).map_err(write(&opts.out))?;
+    let planned = plan(&targets, opts);
+    // One queue entry per target: its lanes run one after the other, on one install.
+    let mut queue: VecDeque<(usize, Vec<usize>)> = VecDeque::new();
+    for p in &planned {
+        match queue.back_mut() {
+            Some((t, lanes)) if *t == p.target => lanes.push(p.lane),
+            _ => queue.push_back((p.target, vec![p.lane])),
+        }
+    }
+    let queue = Mutex::new(queue);
+    let outcome = Mutex::new(CampaignOutcome::default());
+    let workers = opts.targets_at_once.max(1);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let Some((t, lanes)) = crate::sync::lock(&queue).pop_front() else {
+                    break;
+                };
+                run_target(&targets[t], &lanes, opts, &outcome);
+            });
+        }
+    });
+    let mut outcome = outcome.into_inner().unwrap_or_else(|p| p.into_inner());
+    // The lanes in the campaign's order, whatever order they ended in.
+    let order = |r: &LaneRecord| {
+        planned.iter().position(|p| {
+            targets[p.target].column(&targets[p.target].spec.lanes[p.lane]) == r.column
+        })
+    };
+    outcome.lanes.sort_by_key(order);
+    // The matrix of what this folder holds; copied to `--matrix` only from a full campaign
+    // (every lane of every target, every case), the one a published matrix comes from.
+    if outcome.skipped.is_empty() && outcome.failed.is_empty() && !outcome.lanes.is_empty() {
+        let full = opts.shard.is_none()
+            && opts.only.is_empty()
+            && opts.slow == Slow::With
+            && opts.libtest_args.is_empty();
+        outcome.matrix = Some(write_matrix(
+            &targets,
+            std::slice::from_ref(&opts.out),
+            &opts.out,
+            opts.matrix.as_deref().filter(|_| full),
+        )?);
+    }
+    Ok(outcome)
+}
+
+/// Install one target and run its lanes.
+fn run_target(
+    t: &TargetFile,
+    lanes: &[usize],
+    opts: &CampaignOptions,
+    out: &Mutex<CampaignOutcome>,
+) {
+    // Lanes already done (same release, same arguments) are not run again, nor installed for.
+    let todo: Vec<&LaneSpec> = lanes
+        .iter()
+        .map(|&i| &t.spec.lanes[i])
+        .filter(|l| match lane::done(t, l, opts) {
+            Some(record) => {
+                println!(
+                    "== {}: done already ({})",
+                    record.column,
+                    record.outcome.describe()
+                );
+                crate::sync::lock(out).lanes.push(record);
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
+    let env = match install::install(t, &opts.cache) {
+        Ok(Installed::At(env)) => env,
+        Ok(Installed::Skipped(why)) => {
+            println!("SKIP {}: {why}", t.name);
+            crate::sync::lock(out).skipped.push((t.name.clone(), why));
+            return;
+        }
+        Err(e) => {
+            let why = crate::error::error_chain(&e);
+            println!("FAIL {}: the install failed: {why}", t.name);
+            crate::sync::lock(out).failed.push((t.name.clone(), why));
+            return;
+        }
+    };
+    for l in todo {
+        let release = t.spec.release.as_deref().unwrap_or("this build");
+        println!("== {} ({} {release})", t.column(l), t.spec.package);
+        let record = lane::run_lane(t, l, &env, opts);
+        println!("   {}: {}", record.column, record.outcome.describe());
+        crate::sync::lock(out).lanes.push(record);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str, lanes: usize) -> TargetFile {
+        let text = format!(
+            r#"{{"about": "a", "package": "p", "ecosystem": "none", "install": {{"kind": "builtin"}},
+               "lanes": [{}]}}"#,
+            (0..lanes)
+                .map(|i| format!(
+                    r#"{{"name": "l{i}", "kind": "stdio", "command": "x", "slow": {}}}"#,
+                    i == 0
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        TargetFile {
+            name: name.to_string(),
+            path: PathBuf::from(format!("{name}.json")),
+            dir: PathBuf::from("."),
+            spec: serde_json::from_str(&text).expect("a target"),
+        }
+    }
+
+    fn opts() -> CampaignOptions {
+        CampaignOptions {
+            targets: PathBuf::new(),
+            out: PathBuf::new(),
+            cache: PathBuf::new(),
+            only: Vec::new(),
+            slow: Slow::With,
+            targets_at_once: 1,
+            jobs: None,
+            shard: None,
+            spec: crate::versions::Spec::Accepted,
+            libtest_args: Vec::new(),
+            matrix: None,
+            self_exe: None,
+        }
+    }
+
+    fn columns(targets: &[TargetFile], o: &CampaignOptions) -> Vec<String> {
+        plan(targets, o)
+            .iter()
+            .map(|p| targets[p.target].column(&targets[p.target].spec.lanes[p.lane]))
+            .collect()
+    }
+
+    #[test]
+    fn shards_split_the_lanes_and_together_are_all_of_them() {
+        let targets = [target("a", 3), target("b", 2)];
+        let all = columns(&targets, &opts());
+        assert_eq!(all, ["a-l0", "a-l1", "a-l2", "b-l0", "b-l1"]);
+        let mut merged = Vec::new();
+        for k in 1..=3 {
+            let part = columns(
+                &targets,
+                &CampaignOptions {
+                    shard: Some((k, 3)),
+                    ..opts()
+                },
+            );
+            assert!(!part.is_empty() && part.len() < all.len());
+            merged.extend(part);
+        }
+        merged.sort();
+        assert_eq!(merged, all);
+    }
+
+    #[test]
+    fn slow_lanes_and_targets_are_chosen_by_the_options() {
+        let targets = [target("a", 2), target("b", 2)];
+        let without = CampaignOptions {
+            slow: Slow::Without,
+            ..opts()
+        };
+        assert_eq!(columns(&targets, &without), ["a-l1", "b-l1"]);
+        let only = CampaignOptions {
+            slow: Slow::Only,
+            only: vec!["b".into()],
+            ..opts()
+        };
+        assert_eq!(columns(&targets, &only), ["b-l0"]);
+    }
+}

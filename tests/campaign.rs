@@ -1,0 +1,362 @@
+//! Targets as data and the campaign: the repository's target files are valid, a bad one is
+//! pointed at, a new PyPI package is one file (installed offline from a local stand-in for the
+//! registry), an unreachable registry skips rather than fails, a campaign killed half-way runs
+//! only what is missing when started again, and two shards merged give the one run's matrix.
+
+use crate::util::bin;
+use mcp_gauntlet::campaign::{self, Problem, TargetError};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The witness as a target of its own, started by the campaign over HTTP and stdio: a
+/// `command` recipe (already on the machine), a few cases each (`-- batch/`).
+const WITNESS_TARGET: &str = r#"{
+  "about": "The suite's witness, as a server of its own.",
+  "package": "mcp-gauntlet",
+  "ecosystem": "none",
+  "install": {"kind": "command"},
+  "lanes": [
+    {"kind": "http", "command": "{gauntlet} witness --http 127.0.0.1:{port}"},
+    {"kind": "stdio", "command": "{gauntlet} witness --stdio"},
+    {"name": "http-2", "kind": "http", "command": "{gauntlet} witness --http 127.0.0.1:{port}"}
+  ]
+}"#;
+
+fn campaign(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(bin());
+    cmd.arg("campaign").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the campaign runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn folder_with(name: &str, body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(dir.path().join(name), body).expect("the target file is written");
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+#[test]
+fn the_repository_target_files_are_valid_and_name_every_peer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("targets");
+    let targets = campaign::load_dir(&root).expect("every target file is valid");
+    let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    for peer in [
+        "everything",
+        "fastmcp",
+        "policy-gateway",
+        "python",
+        "reference",
+        "rust",
+        "typescript",
+    ] {
+        assert!(
+            names.contains(&peer),
+            "no target file for {peer}: {names:?}"
+        );
+    }
+    // The committed schema is the model's.
+    let committed = std::fs::read_to_string(root.join("schema.json")).expect("targets/schema.json");
+    assert_eq!(
+        committed,
+        campaign::schema_json(),
+        "targets/schema.json is stale: mcp-gauntlet schema --targets > targets/schema.json"
+    );
+}
+
+#[test]
+fn a_bad_target_file_is_pointed_at_by_line_and_column() {
+    // The release the file says is not the one its requirements pin.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    std::fs::write(dir.path().join("requirements.txt"), "mcp==2.3.0\n").expect("written");
+    let body = "{\n  \"about\": \"x\",\n  \"package\": \"mcp\",\n  \"ecosystem\": \"PyPI\",\n  \"release\": \"2.3.1\",\n  \"install\": {\"kind\": \"pypi\", \"requirements\": \"requirements.txt\"},\n  \"lanes\": [{\"kind\": \"stdio\", \"command\": \"{python} server.py\"}]\n}\n";
+    std::fs::write(dir.path().join("mcp.json"), body).expect("written");
+    match campaign::load_dir(dir.path()) {
+        Err(TargetError::Invalid {
+            line,
+            column,
+            problem: Problem::Pin { .. },
+            ..
+        }) => assert_eq!((line, column), (6, 47)),
+        other => panic!("want a pin problem, got {other:?}"),
+    }
+    // A lane whose command lacks its port, and one with a placeholder no one fills.
+    let no_port = WITNESS_TARGET.replace("127.0.0.1:{port}\"}", "127.0.0.1:1\"}");
+    let dir = folder_with("w.json", &no_port);
+    assert!(matches!(
+        campaign::load_dir(dir.path()),
+        Err(TargetError::Invalid {
+            problem: Problem::MissingPlaceholder {
+                placeholder: "port",
+                ..
+            },
+            ..
+        })
+    ));
+    let unknown = WITNESS_TARGET.replace("witness --stdio", "witness --stdio {nope}");
+    let dir = folder_with("w.json", &unknown);
+    assert!(matches!(
+        campaign::load_dir(dir.path()),
+        Err(TargetError::Invalid {
+            problem: Problem::UnknownPlaceholder { .. },
+            ..
+        })
+    ));
+    // A member the format does not have: the parser's own line and column.
+    let dir = folder_with("w.json", &WITNESS_TARGET.replace("\"about\"", "\"abut\""));
+    assert!(matches!(
+        campaign::load_dir(dir.path()),
+        Err(TargetError::Syntax { line: 2, .. })
+    ));
+    // check-targets says so, with its exit code.
+    let out = Command::new(bin())
+        .args(["check-targets", s(dir.path())])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(mcp_gauntlet::exit::SETUP_FAILED))
+    );
+}
+
+/// A wheel of a package `gauntlet-standin` 0.1.0 (a module that runs its first argument, here
+/// the suite's witness): a stand-in for a server package on PyPI, built without the network.
+fn standin_wheel(dir: &Path) {
+    let script = r#"
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1] + '/gauntlet_standin-0.1.0-py3-none-any.whl', 'w')
+z.writestr('gauntlet_standin.py', 'import os, sys\nos.execv(sys.argv[1], sys.argv[1:])\n')
+info = 'gauntlet_standin-0.1.0.dist-info/'
+z.writestr(info + 'METADATA', 'Metadata-Version: 2.1\nName: gauntlet-standin\nVersion: 0.1.0\n')
+z.writestr(info + 'WHEEL', 'Wheel-Version: 1.0\nGenerator: mcp-gauntlet-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n')
+z.writestr(info + 'RECORD', '')
+z.close()
+"#;
+    let ok = Command::new("python3")
+        .args(["-c", script, s(dir)])
+        .status()
+        .is_ok_and(|st| st.success());
+    assert!(ok, "the stand-in wheel is built");
+}
+
+/// The new package's whole description: one file.
+const STANDIN_TARGET: &str = r#"{
+  "about": "A PyPI server package not in CI (a stand-in that runs the witness).",
+  "package": "gauntlet-standin",
+  "ecosystem": "PyPI",
+  "release": "0.1.0",
+  "install": {"kind": "pypi", "packages": ["gauntlet-standin==0.1.0"]},
+  "lanes": [
+    {"kind": "http", "command": "{python} -m gauntlet_standin {gauntlet} witness --http 127.0.0.1:{port}"},
+    {"kind": "stdio", "command": "{python} -m gauntlet_standin {gauntlet} witness --stdio"}
+  ]
+}"#;
+
+/// Whether `python3 -m venv` works here (the pypi recipe needs it).
+fn venv_works(scratch: &Path) -> bool {
+    let ok = Command::new("python3")
+        .args(["-m", "venv", s(&scratch.join("probe-venv"))])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIP: python3 -m venv does not work here; the pypi recipe needs it");
+    }
+    ok
+}
+
+#[test]
+fn a_new_pypi_package_is_one_target_file() {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    if !crate::util::python3("the stand-in package") || !venv_works(scratch.path()) {
+        return;
+    }
+    let index = scratch.path().join("index");
+    std::fs::create_dir_all(&index).expect("made");
+    standin_wheel(&index);
+    let targets = folder_with("standin.json", STANDIN_TARGET);
+    let (out, cache) = (scratch.path().join("out"), scratch.path().join("cache"));
+    // The registry is a folder: pip reads these variables itself, and no network is used.
+    let env = [("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", s(&index))];
+    let o = campaign(
+        &[
+            s(targets.path()),
+            "--out",
+            s(&out),
+            "--cache",
+            s(&cache),
+            "--",
+            "batch/",
+        ],
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("matrix.json")).expect("matrix"))
+            .expect("JSON");
+    let columns: Vec<&str> = matrix["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|t| {
+            assert_eq!(t["package"], "gauntlet-standin");
+            assert_eq!(t["release"], "0.1.0");
+            t["column"].as_str().expect("a column")
+        })
+        .collect();
+    assert_eq!(columns, ["standin-http", "standin-stdio"]);
+    // Each lane ran its cases on the installed package, and they passed.
+    for c in &matrix["columns"].as_array().expect("columns")[..] {
+        assert!(c["pass"].as_u64().expect("a count") > 0, "{c}");
+        assert_eq!(c["fail"], 0, "{c}");
+    }
+    let md = std::fs::read_to_string(out.join("matrix.md")).expect("matrix.md");
+    assert!(
+        md.contains("| standin-http | PyPI `gauntlet-standin` | 0.1.0 | http |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn an_unreachable_registry_skips_the_target_and_fails_nothing() {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    if !crate::util::python3("the pypi recipe") || !venv_works(scratch.path()) {
+        return;
+    }
+    // A registry on a loopback port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/simple");
+    let targets = folder_with("standin.json", STANDIN_TARGET);
+    let (out, cache) = (scratch.path().join("out"), scratch.path().join("cache"));
+    let env = [
+        ("PIP_INDEX_URL", url.as_str()),
+        ("PIP_RETRIES", "0"),
+        ("PIP_TIMEOUT", "2"),
+    ];
+    let o = campaign(
+        &[s(targets.path()), "--out", s(&out), "--cache", s(&cache)],
+        &env,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("SKIP standin: the PyPI registry"),
+        "{}",
+        text(&o)
+    );
+    assert!(!out.join("standin-http.lane.json").exists());
+}
+
+/// Every `*.lane.json` of `out`, by name, with its text.
+fn lane_records(out: &Path) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_dir(out)
+        .expect("the folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| s(p).ends_with(".lane.json"))
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, std::fs::read_to_string(&p).expect("readable"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_campaign_killed_half_way_runs_only_what_is_missing() {
+    let targets = folder_with("witness.json", WITNESS_TARGET);
+    let out = tempfile::tempdir().expect("a temporary folder");
+    let args = [s(targets.path()), "--out", s(out.path()), "--", "batch/"];
+    let mut child = Command::new(bin())
+        .arg("campaign")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    // Killed as soon as its first lane is done.
+    let end = Instant::now() + Duration::from_secs(120);
+    while lane_records(out.path()).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = lane_records(out.path());
+    assert!(!first.is_empty(), "no lane finished in 120 s");
+    let o = campaign(&args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let after = lane_records(out.path());
+    assert_eq!(after.len(), 3, "{after:?}");
+    // What was done is not run again: its record is the same, byte for byte.
+    for (name, record) in &first {
+        assert_eq!(after.get(name), Some(record), "{name} ran again");
+        let column = name.trim_end_matches(".lane.json");
+        assert!(
+            text(&o).contains(&format!("== {column}: done already")),
+            "{}",
+            text(&o)
+        );
+    }
+    // And a third start runs nothing.
+    let o = campaign(&args, &[]);
+    assert_eq!(text(&o).matches("done already").count(), 3, "{}", text(&o));
+    assert_eq!(lane_records(out.path()), after);
+}
+
+#[test]
+fn two_shards_merged_give_the_matrix_of_one_run() {
+    let targets = folder_with("witness.json", WITNESS_TARGET);
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let dir = |n: &str| -> PathBuf { scratch.path().join(n) };
+    let t = s(targets.path());
+    let one = campaign(&[t, "--out", s(&dir("one")), "--", "batch/"], &[]);
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+    for k in ["1/2", "2/2"] {
+        let out = dir(&format!("shard{}", &k[..1]));
+        let o = campaign(&[t, "--out", s(&out), "--shard", k, "--", "batch/"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    // The shards split the lanes: neither ran them all.
+    assert_eq!(lane_records(&dir("shard1")).len(), 2);
+    assert_eq!(lane_records(&dir("shard2")).len(), 1);
+    let o = campaign(
+        &[
+            "merge",
+            "--targets",
+            t,
+            "--out",
+            s(&dir("merged")),
+            s(&dir("shard1")),
+            s(&dir("shard2")),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for f in ["matrix.md", "matrix.json", "matrix.html"] {
+        let a = std::fs::read_to_string(dir("one").join(f)).expect("one run's");
+        let b = std::fs::read_to_string(dir("merged").join(f)).expect("the merge's");
+        assert_eq!(a, b, "{f} differs");
+    }
+    let md = std::fs::read_to_string(dir("one").join("matrix.md")).expect("matrix.md");
+    assert!(
+        md.contains("| witness-http | the suite's own | - | http |"),
+        "{md}"
+    );
+}
