@@ -26,6 +26,8 @@ if [ -n "${INPUT_TARGETS:-}" ]; then
   targets=$((targets + 1))
   target="the targets in ${INPUT_TARGETS}"
   campaign_dir="$out_dir/campaign"
+  # A folder left by an earlier step or job would be resumed, and its matrix taken for this one.
+  rm -rf "$campaign_dir"
   args=(campaign "$INPUT_TARGETS" --out "$campaign_dir" --targets-at-once 2)
 fi
 if [ "$targets" -gt 1 ]; then

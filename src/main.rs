@@ -1153,11 +1153,7 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
         dirs,
     }) = args.merge
     {
-        let files = campaign::load_dir(&targets)?;
-        std::fs::create_dir_all(&out).with_context(|| format!("cannot make {}", out.display()))?;
-        let m = campaign::write_matrix(&files, &dirs, &out, matrix.as_deref())?;
-        println!("{} columns: {}", m.columns, m.markdown.display());
-        return Ok(exit::SUCCESS);
+        return campaign_merge(&targets, &out, matrix.as_deref(), &dirs);
     }
     let (Some(targets), Some(out)) = (args.targets, args.out) else {
         return Ok(exit::USAGE);
@@ -1208,11 +1204,41 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
     if let Some(m) = &outcome.matrix {
         println!("matrix: {} ({} columns)", m.markdown.display(), m.columns);
     }
-    Ok(if outcome.passed() {
+    Ok(if outcome.tested_nothing() {
+        println!("campaign: nothing was tested");
+        exit::UNTESTABLE
+    } else if outcome.passed() {
         exit::SUCCESS
     } else {
         exit::CASES_FAILED
     })
+}
+
+/// `campaign merge`: the matrix from several campaign folders.
+fn campaign_merge(
+    targets: &std::path::Path,
+    out: &std::path::Path,
+    matrix: Option<&std::path::Path>,
+    dirs: &[PathBuf],
+) -> anyhow::Result<u8> {
+    let files = mcp_gauntlet::campaign::load_dir(targets)?;
+    std::fs::create_dir_all(out).with_context(|| format!("cannot make {}", out.display()))?;
+    let m = mcp_gauntlet::campaign::write_matrix(&files, dirs, out, matrix)?;
+    println!("{} columns: {}", m.columns, m.markdown.display());
+    if m.missing.is_empty() {
+        return Ok(exit::SUCCESS);
+    }
+    // A lane no shard finished is not a column: the matrix is not the whole campaign's.
+    println!(
+        "missing (no folder has them finished): {}{}",
+        m.missing.join(", "),
+        if matrix.is_some() {
+            "; --matrix not written"
+        } else {
+            ""
+        }
+    );
+    Ok(exit::INCOMPLETE)
 }
 
 fn check_targets(dirs: &[PathBuf]) -> anyhow::Result<u8> {

@@ -150,6 +150,7 @@ fn split_filters(args: &[String]) -> (Vec<String>, Vec<String>) {
 
 /// Run the catalogue. Blocks; prints libtest output to stdout.
 pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
+    make_log(&opts)?;
     let catalogue = load_catalogue(&opts)?;
     let settings = run_settings(&opts)?;
     let secrets = secrets_of(&settings);
@@ -359,6 +360,19 @@ fn end_text(
         ));
     }
     out
+}
+
+/// The lane's log, made before libtest makes it (libtest panics when it cannot).
+fn make_log(opts: &RunOptions) -> Result<(), RunError> {
+    match &opts.log {
+        Some(log) => std::fs::File::create(log)
+            .map(drop)
+            .map_err(|source| RunError::Write {
+                path: log.display().to_string(),
+                source,
+            }),
+        None => Ok(()),
+    }
 }
 
 /// The end of the run, on stdout, or after libtest's lines in the lane's log.

@@ -122,6 +122,14 @@ fn a_bad_target_file_is_pointed_at_by_line_and_column() {
         campaign::load_dir(dir.path()),
         Err(TargetError::Syntax { line: 2, .. })
     ));
+    // Two files that make one column (here: one name twice) are refused.
+    let dir = folder_with("w.json", WITNESS_TARGET);
+    std::fs::create_dir(dir.path().join("w")).expect("made");
+    std::fs::write(dir.path().join("w/target.json"), WITNESS_TARGET).expect("written");
+    assert!(matches!(
+        campaign::load_dir(dir.path()),
+        Err(TargetError::SameColumn { .. })
+    ));
     // check-targets says so, with its exit code.
     let out = Command::new(bin())
         .args(["check-targets", s(dir.path())])
@@ -249,10 +257,18 @@ fn an_unreachable_registry_skips_the_target_and_fails_nothing() {
         ("PIP_RETRIES", "0"),
         ("PIP_TIMEOUT", "2"),
     ];
-    let o = campaign(
-        &[s(targets.path()), "--out", s(&out), "--cache", s(&cache)],
-        &env,
-    );
+    let args = [
+        s(targets.path()),
+        "--out",
+        s(&out),
+        "--cache",
+        s(&cache),
+        "--",
+        "batch/",
+    ];
+    // Beside a target that is tested, the skip fails nothing.
+    std::fs::write(targets.path().join("witness.json"), WITNESS_TARGET).expect("written");
+    let o = campaign(&args, &env);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         text(&o).contains("SKIP standin: the PyPI registry"),
@@ -260,6 +276,16 @@ fn an_unreachable_registry_skips_the_target_and_fails_nothing() {
         text(&o)
     );
     assert!(!out.join("standin-http.lane.json").exists());
+    assert!(out.join("witness-http.lane.json").exists());
+    // Alone, nothing was tested: not a pass.
+    std::fs::remove_file(targets.path().join("witness.json")).expect("removed");
+    let o = campaign(&args, &env);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(mcp_gauntlet::exit::UNTESTABLE)),
+        "{}",
+        text(&o)
+    );
 }
 
 /// Every `*.lane.json` of `out`, by name, with its text.
@@ -284,6 +310,8 @@ fn a_campaign_killed_half_way_runs_only_what_is_missing() {
     let targets = folder_with("witness.json", WITNESS_TARGET);
     let out = tempfile::tempdir().expect("a temporary folder");
     let args = [s(targets.path()), "--out", s(out.path()), "--", "batch/"];
+    // Killed (SIGKILL) in its stdio lane, just after its first lane (HTTP) ended and stopped
+    // its server: the stdio witnesses it started end at their input's end.
     let mut child = Command::new(bin())
         .arg("campaign")
         .args(args)
@@ -349,6 +377,29 @@ fn two_shards_merged_give_the_matrix_of_one_run() {
         &[],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // One shard alone is not the campaign: said, and not written as the published matrix.
+    let published = dir("published.md");
+    let o = campaign(
+        &[
+            "merge",
+            "--targets",
+            t,
+            "--out",
+            s(&dir("half")),
+            "--matrix",
+            s(&published),
+            s(&dir("shard1")),
+        ],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(mcp_gauntlet::exit::INCOMPLETE)),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&o).contains("witness-stdio"), "{}", text(&o));
+    assert!(!published.exists());
     for f in ["matrix.md", "matrix.json", "matrix.html"] {
         let a = std::fs::read_to_string(dir("one").join(f)).expect("one run's");
         let b = std::fs::read_to_string(dir("merged").join(f)).expect("the merge's");

@@ -309,6 +309,14 @@ pub enum TargetError {
     },
     #[error("{dir}: no target files (NAME.json or NAME/target.json)")]
     Empty { dir: String },
+    #[error("{path}: a target's name is letters, digits, `-`, `_` and `.`")]
+    BadName { path: String },
+    #[error("{first} and {second} both make the column `{column}` (two targets of one name, or a lane name that makes another target's column)")]
+    SameColumn {
+        column: String,
+        first: String,
+        second: String,
+    },
 }
 
 /// What is wrong in a target file that parses.
@@ -392,6 +400,19 @@ pub fn load_dir(dir: &Path) -> Result<Vec<TargetFile>, TargetError> {
         .map(|p| load_file(p))
         .collect::<Result<Vec<_>, _>>()?;
     out.sort_by(|a, b| a.name.cmp(&b.name));
+    // Names and columns name files under the campaign's folder and its cache: each one once.
+    let mut columns = std::collections::BTreeMap::new();
+    for t in &out {
+        for lane in &t.spec.lanes {
+            if let Some(first) = columns.insert(t.column(lane), t.path.display().to_string()) {
+                return Err(TargetError::SameColumn {
+                    column: t.column(lane),
+                    first,
+                    second: t.path.display().to_string(),
+                });
+            }
+        }
+    }
     Ok(out)
 }
 
@@ -419,6 +440,10 @@ pub fn load_file(path: &Path) -> Result<TargetFile, TargetError> {
     }
     .map(|n| n.to_string_lossy().into_owned())
     .unwrap_or_default();
+    let named = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(named) {
+        return Err(TargetError::BadName { path: shown });
+    }
     let file = TargetFile {
         name,
         path: path.to_path_buf(),
@@ -564,11 +589,25 @@ fn check_pin(f: &TargetFile) -> Result<(), Located> {
         }
         Recipe::Cargo { manifest } => {
             let text = std::fs::read_to_string(exists(manifest)?).unwrap_or_default();
-            pinned(&text, &format!("\"={release}\""), manifest)?;
+            // The package's own dependency line pins it (`rmcp = { version = "=3.11.0", … }`).
+            let own = dependency_lines(&text, &s.package);
+            pinned(&own, &format!("\"={release}\""), manifest)?;
         }
         Recipe::Command | Recipe::Builtin => {}
     }
     Ok(())
+}
+
+/// The lines of a Cargo manifest that name `package` as a dependency (`NAME = …`).
+fn dependency_lines(manifest: &str, package: &str) -> String {
+    manifest
+        .lines()
+        .filter(|l| {
+            l.trim_start()
+                .strip_prefix(package)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .collect()
 }
 
 fn check_lane(f: &TargetFile, lane: &LaneSpec) -> Result<(), Located> {

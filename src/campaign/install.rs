@@ -75,9 +75,13 @@ pub fn install(t: &TargetFile, cache: &Path) -> Result<Installed, InstallError> 
         Err(missing) => return Ok(Installed::Skipped(missing)),
     };
     copy_extras(t, &env)?;
-    for mut step in steps {
+    for (mut step, network) in steps {
         if let Err(e) = run_logged(&mut step, &log) {
-            if let Some(host) = unreachable_registry(t.spec.ecosystem) {
+            // Only a step that reaches a registry may fail for want of one.
+            if let Some(host) = network
+                .then(|| unreachable_registry(t.spec.ecosystem))
+                .flatten()
+            {
                 return Ok(Installed::Skipped(format!(
                     "the {} registry ({host}) cannot be reached from here",
                     t.spec.ecosystem.as_str()
@@ -90,8 +94,9 @@ pub fn install(t: &TargetFile, cache: &Path) -> Result<Installed, InstallError> 
     Ok(Installed::At(env))
 }
 
-/// The commands that install `t` into `env`; `Err`: the tool they need is missing.
-fn steps(t: &TargetFile, env: &Path) -> Result<Vec<Command>, String> {
+/// The commands that install `t` into `env`, each with whether it reaches a registry; `Err`:
+/// the tool they need is missing.
+fn steps(t: &TargetFile, env: &Path) -> Result<Vec<(Command, bool)>, String> {
     let needs = |tool: &str| -> Result<(), String> {
         match Command::new(tool).arg("--version").output() {
             Ok(o) if o.status.success() => Ok(()),
@@ -107,14 +112,17 @@ fn steps(t: &TargetFile, env: &Path) -> Result<Vec<Command>, String> {
             needs("python3")?;
             let mut venv = Command::new("python3");
             venv.args(["-m", "venv"]).arg(env);
-            out.push(venv);
+            out.push((venv, false));
             let mut pip = Command::new(env.join("bin/pip"));
             pip.args(["install", "--quiet", "--disable-pip-version-check"]);
             if let Some(r) = requirements {
                 pip.arg("-r").arg(t.beside(r));
             }
             pip.args(packages);
-            out.push(pip);
+            // pip told to read no index (a folder of wheels) reaches no registry.
+            let no_index = std::env::var("PIP_NO_INDEX")
+                .is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false" | "no" | "off"));
+            out.push((pip, !no_index));
         }
         Recipe::Npm {
             folder, packages, ..
@@ -131,7 +139,7 @@ fn steps(t: &TargetFile, env: &Path) -> Result<Vec<Command>, String> {
             } else {
                 npm.arg("install").args(packages);
             }
-            out.push(npm);
+            out.push((npm, true));
         }
         Recipe::Cargo { manifest } => {
             needs("cargo")?;
@@ -139,19 +147,15 @@ fn steps(t: &TargetFile, env: &Path) -> Result<Vec<Command>, String> {
             fetch
                 .args(["fetch", "--locked", "--quiet", "--manifest-path"])
                 .arg(t.beside(manifest));
+            // Everything fetched, the build reaches no registry: its failure is the build's.
             let mut build = Command::new("cargo");
             build
-                .args([
-                    "build",
-                    "--locked",
-                    "--release",
-                    "--quiet",
-                    "--manifest-path",
-                ])
+                .args(["build", "--locked", "--offline", "--release", "--quiet"])
+                .arg("--manifest-path")
                 .arg(t.beside(manifest))
                 .env("CARGO_TARGET_DIR", env);
-            out.push(fetch);
-            out.push(build);
+            out.push((fetch, true));
+            out.push((build, false));
         }
         Recipe::Command | Recipe::Builtin => {}
     }
@@ -233,10 +237,15 @@ fn run_logged(cmd: &mut Command, log: &Path) -> Result<(), InstallError> {
     }
 }
 
-/// The registry's host and port when it cannot be reached (`None`: it answers). Where the
-/// installers are pointed elsewhere (`PIP_INDEX_URL`, `npm_config_registry`), there.
+/// The registry's host and port when it cannot be reached (`None`: it answers, or is no
+/// network address). Where the installers are pointed elsewhere (`PIP_INDEX_URL`,
+/// `npm_config_registry`), there; through the proxy the environment names, the proxy.
 fn unreachable_registry(ecosystem: Ecosystem) -> Option<String> {
-    let var = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok());
+    let var = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
+    };
     let url = match ecosystem {
         Ecosystem::PyPi => var(&["PIP_INDEX_URL"]).unwrap_or_else(|| "https://pypi.org".into()),
         Ecosystem::Npm => var(&["npm_config_registry", "NPM_CONFIG_REGISTRY"])
@@ -244,6 +253,15 @@ fn unreachable_registry(ecosystem: Ecosystem) -> Option<String> {
         Ecosystem::Crates => "https://index.crates.io".into(),
         Ecosystem::None => return None,
     };
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        return None;
+    }
+    let proxy = if url.starts_with("https://") {
+        var(&["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"])
+    } else {
+        var(&["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"])
+    };
+    let url = proxy.unwrap_or(url);
     let (scheme, rest) = url.split_once("://").unwrap_or(("https", url.as_str()));
     let authority = rest.split('/').next().unwrap_or(rest);
     let authority = authority.rsplit('@').next().unwrap_or(authority);
@@ -273,7 +291,7 @@ pub(crate) fn fnv(bytes: &[u8]) -> String {
 }
 
 /// What the recipe reads, hashed: a change means a new install.
-fn fingerprint(t: &TargetFile) -> String {
+pub(crate) fn fingerprint(t: &TargetFile) -> String {
     let mut all = serde_json::to_string(&t.spec.install)
         .expect("a recipe serializes: strings and lists")
         .into_bytes();

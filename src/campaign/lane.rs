@@ -67,12 +67,25 @@ pub struct LaneRecord {
 /// A lane already done in `opts.out` with the same key (only one that finished its run).
 pub(crate) fn done(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> Option<LaneRecord> {
     let column = t.column(l);
+    if !finished(&opts.out, &column) {
+        return None;
+    }
     let text = std::fs::read_to_string(opts.out.join(format!("{column}.lane.json"))).ok()?;
     let record: LaneRecord = serde_json::from_str(&text).ok()?;
-    let finished = matches!(record.outcome, LaneOutcome::Matched | LaneOutcome::Differs);
-    let reported = opts.out.join(format!("{column}.json")).is_file();
-    (record.format == LANE_FORMAT && finished && reported && record.key == key(t, l, opts))
-        .then_some(record)
+    (record.key == key(t, l, opts)).then_some(record)
+}
+
+/// Whether `dir` holds a finished lane `column`: its record says it matched or differed from
+/// its baseline, and its report is there.
+pub(crate) fn finished(dir: &Path, column: &str) -> bool {
+    let record = std::fs::read_to_string(dir.join(format!("{column}.lane.json")))
+        .ok()
+        .and_then(|text| serde_json::from_str::<LaneRecord>(&text).ok());
+    record.is_some_and(|r| {
+        r.format == LANE_FORMAT
+            && matches!(r.outcome, LaneOutcome::Matched | LaneOutcome::Differs)
+            && dir.join(format!("{column}.json")).is_file()
+    })
 }
 
 /// The lane's key (see [`LaneRecord::key`]).
@@ -86,10 +99,50 @@ fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> String {
         format!("{:?}", opts.spec),
     ];
     parts.extend(opts.libtest_args.iter().cloned());
-    for f in [&l.baseline, &l.unstable].into_iter().flatten() {
-        parts.push(String::from_utf8_lossy(&std::fs::read(t.beside(f)).unwrap_or_default()).into());
-    }
+    // What the recipe installs, and everything the target's files hold (its server, its
+    // baselines): a changed server reruns its lanes even at the same release.
+    parts.push(super::install::fingerprint(t));
+    parts.push(files_hash(t));
     super::install::fnv(parts.join("\n").as_bytes())
+}
+
+/// The target's own files, hashed: the whole folder of a `NAME/target.json` (but what builds
+/// and installs leave there), or the one file of a `NAME.json`.
+fn files_hash(t: &TargetFile) -> String {
+    let mut files = Vec::new();
+    if t.path.file_name().is_some_and(|n| n == "target.json") {
+        walk(&t.dir, &mut files);
+    } else {
+        files.push(t.path.clone());
+    }
+    files.sort();
+    let mut all = Vec::new();
+    for f in files {
+        all.extend(f.display().to_string().into_bytes());
+        all.extend(std::fs::read(&f).unwrap_or_default());
+    }
+    super::install::fnv(&all)
+}
+
+/// Every file under `dir`, but in the folders builds and installs make.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    const LEFT_OUT: &[&str] = &["target", "node_modules", ".git", "__pycache__", ".venv"];
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let p = e.path();
+        if p.is_dir() {
+            if !p
+                .file_name()
+                .is_some_and(|n| LEFT_OUT.iter().any(|l| n == *l))
+            {
+                walk(&p, out);
+            }
+        } else {
+            out.push(p);
+        }
+    }
 }
 
 /// This build of the suite: its program's size and time (a rebuilt suite runs every lane again).
@@ -120,7 +173,7 @@ pub(crate) fn run_lane(
     let column = t.column(l);
     let at = |ext: &str| opts.out.join(format!("{column}{ext}"));
     let (report, partial, log) = (at(".json"), at(".json.partial"), at(".log"));
-    for stale in [&report, &at(".lane.json"), &log] {
+    for stale in [&report, &at(".lane.json"), &log, &partial, &at(".xml")] {
         let _ = std::fs::remove_file(stale);
     }
     let started = Instant::now();
@@ -175,7 +228,10 @@ pub(crate) fn run_lane(
         counts,
     };
     let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
-    if let Err(e) = std::fs::write(at(".lane.json"), text) {
+    // Whole or not at all: a record is what says the lane is done.
+    let written = std::fs::write(at(".lane.json.partial"), text)
+        .and_then(|()| std::fs::rename(at(".lane.json.partial"), at(".lane.json")));
+    if let Err(e) = written {
         eprintln!("cannot write {}: {e}", at(".lane.json").display());
     }
     record

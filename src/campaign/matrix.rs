@@ -14,6 +14,9 @@ pub struct MatrixFiles {
     pub json: PathBuf,
     /// The columns it has.
     pub columns: usize,
+    /// The lanes of the targets that no folder has finished (no record of a run that matched
+    /// or differed from its baseline: not run, skipped, untestable, died): not in the matrix.
+    pub missing: Vec<String>,
 }
 
 /// A column found: its target, its lane's kind, and its report.
@@ -24,9 +27,10 @@ struct Column<'a> {
     report: ReportFile,
 }
 
-/// Build the matrix of every lane of `targets` whose report is in one of `dirs` (the first
-/// folder that has it), and write `matrix.md`, `matrix.html` and `matrix.json` into `out`,
-/// and the Markdown also to `also` (its HTML beside it) when given.
+/// Build the matrix of every lane of `targets` finished in one of `dirs` (the first folder with
+/// a record of it that matched or differed from its baseline, and its report), and write
+/// `matrix.md`, `matrix.html` and `matrix.json` into `out`; the Markdown also to `also` (its
+/// HTML beside it) when given and no lane is missing.
 pub fn write_matrix(
     targets: &[TargetFile],
     dirs: &[PathBuf],
@@ -34,14 +38,16 @@ pub fn write_matrix(
     also: Option<&Path>,
 ) -> Result<MatrixFiles, CampaignError> {
     let mut columns = Vec::new();
+    let mut missing = Vec::new();
     for t in targets {
         for lane in &t.spec.lanes {
             let name = t.column(lane);
             let Some(path) = dirs
                 .iter()
+                .find(|d| super::lane::finished(d, &name))
                 .map(|d| d.join(format!("{name}.json")))
-                .find(|p| p.is_file())
             else {
+                missing.push(name);
                 continue;
             };
             let arg = format!("{name}={}", path.display());
@@ -84,6 +90,7 @@ pub fn write_matrix(
         html: out.join("matrix.html"),
         json: out.join("matrix.json"),
         columns: columns.len(),
+        missing,
     };
     let write = |path: &Path, text: &str| {
         std::fs::write(path, text).map_err(|source| CampaignError::Write {
@@ -95,7 +102,7 @@ pub fn write_matrix(
     write(&files.html, &m.html())?;
     let json = serde_json::to_string_pretty(&json).expect("a JSON value serializes") + "\n";
     write(&files.json, &json)?;
-    if let Some(md) = also {
+    if let Some(md) = also.filter(|_| files.missing.is_empty()) {
         write(md, &markdown)?;
         write(&md.with_extension("html"), &m.html())?;
     }

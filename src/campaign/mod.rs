@@ -128,6 +128,8 @@ pub enum CampaignError {
     },
     #[error("`{0}` is not a target in the folder")]
     UnknownTarget(String),
+    #[error("libtest's --logfile is not for a campaign: each lane's lines go to OUT/COLUMN.log")]
+    Logfile,
     #[error(transparent)]
     Report(#[from] crate::report::ReportReadError),
 }
@@ -148,6 +150,11 @@ impl CampaignOutcome {
     /// Whether every lane matched its baseline and every install that could work did.
     pub fn passed(&self) -> bool {
         self.failed.is_empty() && self.lanes.iter().all(|l| l.outcome == LaneOutcome::Matched)
+    }
+
+    /// Whether nothing was tested at all (every target skipped, or none selected).
+    pub fn tested_nothing(&self) -> bool {
+        self.lanes.is_empty() && self.failed.is_empty()
     }
 }
 
@@ -197,8 +204,8 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
     };
     outcome.lanes.sort_by_key(order);
     // The matrix of what this folder holds; copied to `--matrix` only from a full campaign
-    // (every lane of every target, every case), the one a published matrix comes from.
-    if outcome.skipped.is_empty() && outcome.failed.is_empty() && !outcome.lanes.is_empty() {
+    // (every lane of every target, every case, none missing), the one a matrix is published from.
+    if !outcome.lanes.is_empty() {
         let full = opts.shard.is_none()
             && opts.only.is_empty()
             && opts.slow == Slow::With
