@@ -64,32 +64,24 @@ pub struct LaneRecord {
     pub counts: [usize; 5],
 }
 
-/// A lane already done in `opts.out` with the same key (only one that finished its run).
-pub(crate) fn done(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> Option<LaneRecord> {
-    let column = t.column(l);
-    if !finished(&opts.out, &column) {
-        return None;
-    }
-    let text = std::fs::read_to_string(opts.out.join(format!("{column}.lane.json"))).ok()?;
-    let record: LaneRecord = serde_json::from_str(&text).ok()?;
-    (record.key == key(t, l, opts)).then_some(record)
+/// A lane already done in `opts.out` with this key (only one that finished its run).
+pub(crate) fn done(column: &str, key: &str, opts: &CampaignOptions) -> Option<LaneRecord> {
+    finished(&opts.out, column).filter(|r| r.key == key)
 }
 
-/// Whether `dir` holds a finished lane `column`: its record says it matched or differed from
+/// The record of a finished lane `column` in `dir`: it says the lane matched or differed from
 /// its baseline, and its report is there.
-pub(crate) fn finished(dir: &Path, column: &str) -> bool {
-    let record = std::fs::read_to_string(dir.join(format!("{column}.lane.json")))
-        .ok()
-        .and_then(|text| serde_json::from_str::<LaneRecord>(&text).ok());
-    record.is_some_and(|r| {
-        r.format == LANE_FORMAT
-            && matches!(r.outcome, LaneOutcome::Matched | LaneOutcome::Differs)
-            && dir.join(format!("{column}.json")).is_file()
-    })
+pub(crate) fn finished(dir: &Path, column: &str) -> Option<LaneRecord> {
+    let text = std::fs::read_to_string(dir.join(format!("{column}.lane.json"))).ok()?;
+    let r: LaneRecord = serde_json::from_str(&text).ok()?;
+    (r.format == LANE_FORMAT
+        && matches!(r.outcome, LaneOutcome::Matched | LaneOutcome::Differs)
+        && dir.join(format!("{column}.json")).is_file())
+    .then_some(r)
 }
 
-/// The lane's key (see [`LaneRecord::key`]).
-fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> String {
+/// The lane's key (see [`LaneRecord::key`]), taken before it runs.
+pub(crate) fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> String {
     let mut parts = vec![
         env!("CARGO_PKG_VERSION").to_string(),
         build_id(opts),
@@ -163,11 +155,13 @@ fn build_id(opts: &CampaignOptions) -> String {
         .unwrap_or_default()
 }
 
-/// Run one lane of `t`, installed at `env`; its report, JUnit, log and record go to `opts.out`.
+/// Run one lane of `t`, installed at `env`; its report, JUnit, log and record (with `key`) go
+/// to `opts.out`.
 pub(crate) fn run_lane(
     t: &TargetFile,
     l: &LaneSpec,
     env: &Path,
+    key: String,
     opts: &CampaignOptions,
 ) -> LaneRecord {
     let column = t.column(l);
@@ -221,7 +215,7 @@ pub(crate) fn run_lane(
         package: t.spec.package.clone(),
         ecosystem: t.spec.ecosystem.as_str().to_string(),
         release: t.release().to_string(),
-        key: key(t, l, opts),
+        key,
         outcome,
         detail,
         seconds: started.elapsed().as_secs(),

@@ -44,7 +44,7 @@ pub fn write_matrix(
             let name = t.column(lane);
             let Some(path) = dirs
                 .iter()
-                .find(|d| super::lane::finished(d, &name))
+                .find(|d| super::lane::finished(d, &name).is_some())
                 .map(|d| d.join(format!("{name}.json")))
             else {
                 missing.push(name);

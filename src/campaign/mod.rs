@@ -228,10 +228,14 @@ fn run_target(
     out: &Mutex<CampaignOutcome>,
 ) {
     // Lanes already done (same release, same arguments) are not run again, nor installed for.
-    let todo: Vec<&LaneSpec> = lanes
+    // Each lane's key is taken once, before it runs, and is the one its record keeps.
+    let todo: Vec<(&LaneSpec, String)> = lanes
         .iter()
-        .map(|&i| &t.spec.lanes[i])
-        .filter(|l| match lane::done(t, l, opts) {
+        .map(|&i| {
+            let l = &t.spec.lanes[i];
+            (l, lane::key(t, l, opts))
+        })
+        .filter(|(l, key)| match lane::done(&t.column(l), key, opts) {
             Some(record) => {
                 println!(
                     "== {}: done already ({})",
@@ -261,10 +265,10 @@ fn run_target(
             return;
         }
     };
-    for l in todo {
+    for (l, key) in todo {
         let release = t.spec.release.as_deref().unwrap_or("this build");
         println!("== {} ({} {release})", t.column(l), t.spec.package);
-        let record = lane::run_lane(t, l, &env, opts);
+        let record = lane::run_lane(t, l, &env, key, opts);
         println!("   {}: {}", record.column, record.outcome.describe());
         crate::sync::lock(out).lanes.push(record);
     }
