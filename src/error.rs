@@ -35,7 +35,11 @@ pub enum RunError {
     #[error("the gate did not accept connections on 127.0.0.1:{0} within 10 s")]
     GateDidNotStart(u16),
     #[error("{target} cannot be tested: {reason}")]
-    Untestable { target: String, reason: String },
+    Untestable {
+        target: String,
+        kind: Untestable,
+        reason: String,
+    },
     #[error(transparent)]
     Baseline(#[from] report::baseline::BaselineError),
     #[error("{url}: the TLS handshake failed (pass --ca FILE to trust the CA that signed its certificate, or --insecure to check none)")]
@@ -46,7 +50,30 @@ pub enum RunError {
     },
 }
 
+/// Why a target cannot be tested at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Untestable {
+    /// Its program cannot be found or started.
+    NoProgram,
+    /// Nothing accepts connections where it should be.
+    Unreachable,
+    /// It answers, but speaks no protocol version the suite knows (the version probe).
+    NoVersion,
+}
+
 impl RunError {
+    /// Whether the target answered, though it could not be tested (no version it speaks).
+    pub fn target_answered(&self) -> bool {
+        matches!(
+            self,
+            RunError::Untestable {
+                kind: Untestable::NoVersion,
+                ..
+            }
+        )
+    }
+
     /// Whether the error says the target could not be tested at all (exit code
     /// [`crate::exit::UNTESTABLE`]), not that the suite's own inputs are wrong: a gate that
     /// never started, a URL nothing listens at, a command that cannot be found.

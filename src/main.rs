@@ -1173,34 +1173,7 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
         matrix: args.matrix,
         self_exe: std::env::current_exe().ok(),
     })?;
-    let matched = outcome
-        .lanes
-        .iter()
-        .filter(|l| l.outcome == campaign::LaneOutcome::Matched)
-        .count();
-    println!(
-        "campaign: {} lanes, {matched} matched their baselines, {} did not; {} targets skipped, {} failed to install; {} s",
-        outcome.lanes.len(),
-        outcome.lanes.len() - matched,
-        outcome.skipped.len(),
-        outcome.failed.len(),
-        started.elapsed().as_secs()
-    );
-    for l in outcome
-        .lanes
-        .iter()
-        .filter(|l| l.outcome != campaign::LaneOutcome::Matched)
-    {
-        println!(
-            "  {}: {}{}",
-            l.column,
-            l.outcome.describe(),
-            l.detail
-                .as_deref()
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        );
-    }
+    print!("{}", outcome.summary(started.elapsed().as_secs()));
     if let Some(m) = &outcome.matrix {
         println!("matrix: {} ({} columns)", m.markdown.display(), m.columns);
     }

@@ -166,13 +166,12 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         &settings,
         check,
     )
-    .map_err(|e| match e {
+    .map_err(|mut e| {
         // What the target answered may echo a credential.
-        RunError::Untestable { target, reason } => RunError::Untestable {
-            target,
-            reason: report::redact(&reason, &secrets),
-        },
-        e => e,
+        if let RunError::Untestable { reason, .. } = &mut e {
+            *reason = report::redact(reason, &secrets);
+        }
+        e
     })?;
     let baseline = match &opts.baseline {
         Some(p) => Some(Arc::new(Baseline::load(p)?)),

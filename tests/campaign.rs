@@ -69,6 +69,26 @@ fn the_repository_target_files_are_valid_and_name_every_peer() {
             "no target file for {peer}: {names:?}"
         );
     }
+    // The advisory rows: every advisory the table had, each on the package it is about (the
+    // checks of `load_dir`), over the Python, TypeScript and Rust SDKs.
+    let rows = campaign::load_dir(&root.join("advisories")).expect("every advisory file is valid");
+    let mut ids: Vec<&str> = rows
+        .iter()
+        .flat_map(|t| t.spec.advisories.iter().map(|a| a.id.as_str()))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids,
+        [
+            "CVE-2025-66416",
+            "CVE-2026-0621",
+            "CVE-2026-25536",
+            "CVE-2026-42559",
+            "CVE-2026-52869",
+            "GHSA-84m7-p3x7-pcfv"
+        ]
+    );
     // The committed schema is the model's.
     let committed = std::fs::read_to_string(root.join("schema.json")).expect("targets/schema.json");
     assert_eq!(
@@ -138,6 +158,115 @@ fn a_bad_target_file_is_pointed_at_by_line_and_column() {
     assert_eq!(
         out.status.code(),
         Some(i32::from(mcp_gauntlet::exit::SETUP_FAILED))
+    );
+}
+
+/// A target of advisory rows, `mcp` on PyPI as CVE-2025-66416 is: each release a script beside
+/// it that starts the witness (the affected one without its Origin check).
+const ADVISORY_TARGET: &str = r#"{
+  "about": "Stand-ins for two releases of the package an advisory names.",
+  "package": "mcp",
+  "ecosystem": "PyPI",
+  "install": {"kind": "command"},
+  "lanes": [{"kind": "http", "command": "sh {dir}/peer-{release}.sh {gauntlet} {port}"}],
+  "advisories": [{"id": "CVE-2025-66416", "affected": "1.22.0", "fixed": "1.23.0", "lane": "http"}]
+}"#;
+
+fn advisory_folder(fixed_is_broken: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let at = dir.path().join("mcp");
+    std::fs::create_dir(&at).expect("made");
+    std::fs::write(at.join("target.json"), ADVISORY_TARGET).expect("written");
+    let script = |broken: bool| {
+        format!(
+            "exec \"$1\" witness --http \"127.0.0.1:$2\"{}\n",
+            if broken { " --broken no-origin" } else { "" }
+        )
+    };
+    std::fs::write(at.join("peer-1.22.0.sh"), script(true)).expect("written");
+    std::fs::write(at.join("peer-1.23.0.sh"), script(fixed_is_broken)).expect("written");
+    dir
+}
+
+#[test]
+fn an_advisory_row_reproduces_on_the_affected_release_and_not_on_the_fixed_one() {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let out = scratch.path().join("out");
+    let targets = advisory_folder(false);
+    let o = campaign(&[s(targets.path()), "--out", s(&out)], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let record = |release: &str| -> campaign::AdvisoryRecord {
+        let path = out.join(format!("mcp-{release}-CVE-2025-66416.advisory.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).expect("a record")).expect("JSON")
+    };
+    assert_eq!(record("1.22.0").got, campaign::Shown::Reproduced);
+    assert_eq!(record("1.23.0").got, campaign::Shown::Clean);
+    let table = std::fs::read_to_string(out.join("advisories.md")).expect("the table");
+    assert_eq!(table.matches("| ok |").count(), 2, "{table}");
+    // The rows are not a matrix: no columns of them.
+    assert!(!out.join("matrix.json").exists());
+    // A fixed release that still serves a foreign Origin is a wrong row, and the campaign fails.
+    let targets = advisory_folder(true);
+    let o = campaign(&[s(targets.path()), "--out", s(&out)], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(mcp_gauntlet::exit::CASES_FAILED)),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(record("1.23.0").got, campaign::Shown::Reproduced);
+    let table = std::fs::read_to_string(out.join("advisories.md")).expect("the table");
+    assert!(table.contains("| clean | reproduced | WRONG |"), "{table}");
+}
+
+#[test]
+fn an_advisory_row_is_checked_against_the_catalogue() {
+    let check = |edit: &dyn Fn(&str) -> String| {
+        let dir = advisory_folder(false);
+        let file = dir.path().join("mcp/target.json");
+        std::fs::write(&file, edit(ADVISORY_TARGET)).expect("written");
+        campaign::load_dir(dir.path())
+    };
+    let problem = |r: Result<Vec<campaign::TargetFile>, TargetError>| match r {
+        Err(TargetError::Invalid { problem, .. }) => problem,
+        other => panic!("want a problem, got {other:?}"),
+    };
+    assert!(check(&|t| t.to_string()).is_ok());
+    assert_eq!(
+        problem(check(&|t| t.replace("CVE-2025-66416", "CVE-2025-1"))),
+        Problem::UnknownAdvisory("CVE-2025-1".into())
+    );
+    // The fixed release inside the affected range, the affected one outside it.
+    assert!(matches!(
+        problem(check(&|t| t.replace("\"1.23.0\"", "\"1.22.5\""))),
+        Problem::OutsideRange {
+            role: campaign::Role::Fixed,
+            ..
+        }
+    ));
+    assert!(matches!(
+        problem(check(&|t| t.replace("\"1.22.0\"", "\"1.23.1\""))),
+        Problem::OutsideRange {
+            role: campaign::Role::Affected,
+            ..
+        }
+    ));
+    // Another package's advisory; a release of its own; a lane not there.
+    assert!(matches!(
+        problem(check(&|t| t.replace("\"mcp\"", "\"fastmcp\""))),
+        Problem::AdvisoryPackage { .. }
+    ));
+    assert_eq!(
+        problem(check(
+            &|t| t.replace("\"install\"", "\"release\": \"1.22.0\", \"install\"")
+        )),
+        Problem::AdvisoryRelease
+    );
+    assert_eq!(
+        problem(check(
+            &|t| t.replace("\"lane\": \"http\"", "\"lane\": \"sse\"")
+        )),
+        Problem::UnknownLane("sse".into())
     );
 }
 

@@ -8,7 +8,7 @@
 use crate::case::TransportKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One target file.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -22,16 +22,23 @@ pub struct TargetSpec {
     /// The package as its registry names it (`mcp`, `@modelcontextprotocol/sdk`, `rmcp`).
     pub package: String,
     pub ecosystem: Ecosystem,
-    /// The exact release the recipe pins (`2.3.0`). Absent only for `none` (the suite itself).
+    /// The exact release the recipe pins (`2.3.0`). Absent for `none` (the suite itself), and
+    /// for a target of `advisories`, whose rows name its releases.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
     pub install: Recipe,
     /// How to speak to it, when not as to the suite's own peers.
     #[serde(default)]
     pub speak: Speak,
-    /// How to start it, one entry per column of the matrix.
+    /// How to start it, one entry per column of the matrix (for a target of `advisories`: the
+    /// lanes its rows start, not columns).
     #[schemars(length(min = 1))]
     pub lanes: Vec<LaneSpec>,
+    /// The advisories of `cases/advisories.json` this package is proven against, each on a
+    /// release it affects (which must reproduce it) and one it does not (which must not). The
+    /// recipe's paths take `{release}`; the file has no `release` of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advisories: Vec<AdvisoryRow>,
 }
 
 /// Where the package comes from, spelled as `cases/advisories.json` spells it.
@@ -132,6 +139,22 @@ pub struct Speak {
     /// Text the denied tool answers when it runs (`--canary-text`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary_text: Option<String>,
+    /// A fixture token issuer the campaign makes (an ES256 key, `run --auth-issuer-key`): its
+    /// public keys are `{jwks}` in the lanes' commands, and the runner mints the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<IssuerSpec>,
+}
+
+/// The token issuer a target trusts (`run --auth-issuer`, `--auth-audience`, `--auth-kid`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerSpec {
+    /// The `iss` of the tokens (`https://issuer.test`).
+    pub issuer: String,
+    /// Their `aud`: the resource URI the target is told it is (not tied to its port).
+    pub audience: String,
+    /// Their key id.
+    pub kid: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -173,7 +196,7 @@ impl LaneKind {
     }
 
     /// The placeholders its command must hold (the runner fills them).
-    fn required(self) -> &'static [&'static str] {
+    pub(crate) fn required(self) -> &'static [&'static str] {
         match self {
             LaneKind::Http | LaneKind::Sse => &["port"],
             LaneKind::Gate => &["port", "downstream_url"],
@@ -182,7 +205,7 @@ impl LaneKind {
     }
 
     /// The placeholders its command may hold: the runner's, and the campaign's own.
-    fn allowed(self) -> &'static [&'static str] {
+    pub(crate) fn allowed(self) -> &'static [&'static str] {
         match self {
             LaneKind::Http | LaneKind::Sse => &["port", "dir", "env", "python", "gauntlet"],
             LaneKind::Gate => &["port", "downstream_url", "dir", "env", "python", "gauntlet"],
@@ -224,7 +247,8 @@ pub struct LaneSpec {
     /// `{port}` (http, sse, gate), `{downstream_url}` (gate), `{downstream_cmd}` and
     /// `{downstream_argv}` (gate-stdio), and the campaign's: `{dir}` (the target file's folder),
     /// `{env}` (its install), `{python}` (the pypi recipe's interpreter), `{gauntlet}` (this
-    /// program).
+    /// program), `{jwks}` (the public keys of `speak.issuer`), `{release}` (the release an
+    /// advisory row runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// http: the MCP endpoint's path (`/mcp`); sse: the event stream's (`/sse`).
@@ -272,9 +296,44 @@ impl TargetFile {
         }
     }
 
+    /// Whether it is a target of advisory rows (run at the releases they name, not as columns).
+    pub fn proves_advisories(&self) -> bool {
+        !self.spec.advisories.is_empty()
+    }
+
     /// The release, or `-` for the suite itself.
     pub fn release(&self) -> &str {
         self.spec.release.as_deref().unwrap_or("-")
+    }
+
+    /// The target file at one release: `{release}` in its recipe's paths and packages filled.
+    pub fn at_release(&self, release: &str) -> TargetFile {
+        let fill = |s: &String| s.replace("{release}", release);
+        let mut out = self.clone();
+        out.spec.release = Some(release.to_string());
+        out.spec.install = match &self.spec.install {
+            Recipe::Pypi {
+                requirements,
+                packages,
+            } => Recipe::Pypi {
+                requirements: requirements.as_ref().map(fill),
+                packages: packages.iter().map(fill).collect(),
+            },
+            Recipe::Npm {
+                folder,
+                packages,
+                copy,
+            } => Recipe::Npm {
+                folder: folder.as_ref().map(fill),
+                packages: packages.iter().map(fill).collect(),
+                copy: copy.iter().map(fill).collect(),
+            },
+            Recipe::Cargo { manifest } => Recipe::Cargo {
+                manifest: fill(manifest),
+            },
+            other => other.clone(),
+        };
+        out
     }
 
     /// A path the file names, from its folder.
@@ -283,83 +342,124 @@ impl TargetFile {
     }
 }
 
-/// Why a target file (or a folder of them) was refused: file, line and column, and what.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TargetError {
-    #[error("cannot read {path}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}:{column}: {message}")]
-    Syntax {
-        path: String,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{path}:{line}:{column}: {problem}")]
-    Invalid {
-        path: String,
-        line: usize,
-        column: usize,
-        problem: Problem,
-    },
-    #[error("{dir}: no target files (NAME.json or NAME/target.json)")]
-    Empty { dir: String },
-    #[error("{path}: a target's name is letters, digits, `-`, `_` and `.`")]
-    BadName { path: String },
-    #[error("{first} and {second} both make the column `{column}` (two targets of one name, or a lane name that makes another target's column)")]
-    SameColumn {
-        column: String,
-        first: String,
-        second: String,
+/// One advisory the target is proven against.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvisoryRow {
+    /// The advisory, by its id or an alias in `cases/advisories.json`.
+    pub id: String,
+    /// A release inside the advisory's affected range: it must reproduce the advisory.
+    pub affected: String,
+    /// A release outside it (the first fixed one, or a later one): it must not.
+    pub fixed: String,
+    /// The lane (by name) the releases are started with.
+    pub lane: String,
+    /// What shows the advisory: its cases, or load.
+    #[serde(default)]
+    pub check: AdvisoryCheck,
+    /// What a release comes to when it is not the usual (affected: reproduced, fixed: clean),
+    /// and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+/// What shows an advisory on a release.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum AdvisoryCheck {
+    /// The cases that cite it (`run --advisory ID`), as the campaign runs the lane.
+    #[default]
+    Cases,
+    /// Clients whose request ids collide, as SDK clients' do (`load --same-ids`): an answer
+    /// that reaches the wrong client reproduces it.
+    LoadSameIds {
+        concurrency: usize,
+        requests: u64,
+        /// Each request's deadline, in seconds.
+        request_timeout: u64,
     },
 }
 
-/// What is wrong in a target file that parses.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Problem {
-    #[error("`release` is required: the exact release the recipe pins")]
-    NoRelease,
-    #[error("recipe `{recipe}` does not install from {ecosystem}")]
-    RecipeEcosystem {
-        recipe: &'static str,
-        ecosystem: &'static str,
-    },
-    #[error("`{0}` does not exist beside the target file")]
-    Missing(String),
-    #[error("the recipe does not pin {package} {release} (`{found}`)")]
-    Pin {
-        package: String,
-        release: String,
-        found: String,
-    },
-    #[error("a pypi or npm recipe needs a requirements file, a folder or packages")]
-    NoRecipeSource,
-    #[error("two lanes are named `{0}`")]
-    DuplicateLane(String),
-    #[error("an `{0}` lane needs a command")]
-    NoCommand(&'static str),
-    #[error("an embedded lane takes no command")]
-    EmbeddedCommand,
-    #[error("the command of an `{kind}` lane lacks `{{{placeholder}}}`")]
-    MissingPlaceholder {
-        kind: &'static str,
-        placeholder: &'static str,
-    },
-    #[error("unknown placeholder `{{{placeholder}}}` in an `{kind}` lane's command")]
-    UnknownPlaceholder {
-        kind: &'static str,
-        placeholder: String,
-    },
-    #[error("the command does not split as a shell would: {0}")]
-    Unsplittable(String),
-    #[error("a lane name is letters, digits and `-`: `{0}`")]
-    BadLaneName(String),
+/// Which check an advisory run was (a record's `check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckKind {
+    Cases,
+    LoadSameIds,
+}
+
+impl AdvisoryCheck {
+    pub fn kind(&self) -> CheckKind {
+        match self {
+            AdvisoryCheck::Cases => CheckKind::Cases,
+            AdvisoryCheck::LoadSameIds { .. } => CheckKind::LoadSameIds,
+        }
+    }
+
+    pub(crate) fn describe(&self, id: &str) -> String {
+        match self {
+            AdvisoryCheck::Cases => format!("run --advisory {id}"),
+            AdvisoryCheck::LoadSameIds {
+                concurrency,
+                requests,
+                ..
+            } => format!("load --same-ids, {concurrency} clients, {requests} requests"),
+        }
+    }
+}
+
+/// What a row's releases come to, when not the usual.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affected: Option<Shown>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<Shown>,
+    /// Why (printed in the table).
+    pub because: String,
+}
+
+/// What a release showed of an advisory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shown {
+    /// The check failed as the advisory says.
+    Reproduced,
+    /// The check ran and passed.
+    Clean,
+    /// None of the advisory's cases could be sent.
+    NotTested,
+    /// Nothing answered: the target did not start, or the run could not be set up.
+    NoServer,
+}
+
+impl Shown {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shown::Reproduced => "reproduced",
+            Shown::Clean => "clean",
+            Shown::NotTested => "not-tested",
+            Shown::NoServer => "no-server",
+        }
+    }
+}
+
+/// Which of a row's releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Affected,
+    Fixed,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Affected => "affected",
+            Role::Fixed => "fixed",
+        }
+    }
 }
 
 /// The target format's schema, kept in the folder for editors (`$schema`): not a target.
@@ -371,325 +471,9 @@ pub fn schema_json() -> String {
     serde_json::to_string_pretty(&schema).expect("a JSON schema serializes") + "\n"
 }
 
-/// Every target file under `dir` (`NAME.json`, `NAME/target.json`), read and checked, by name.
-pub fn load_dir(dir: &Path) -> Result<Vec<TargetFile>, TargetError> {
-    let read = |source| TargetError::Read {
-        path: dir.display().to_string(),
-        source,
-    };
-    let mut paths = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(read)? {
-        let path = entry.map_err(read)?.path();
-        let inner = path.join("target.json");
-        if path.is_dir() && inner.is_file() {
-            paths.push(inner);
-        } else if path.is_file()
-            && path.extension().is_some_and(|e| e == "json")
-            && path.file_name().is_some_and(|n| n != SCHEMA_FILE)
-        {
-            paths.push(path);
-        }
-    }
-    if paths.is_empty() {
-        return Err(TargetError::Empty {
-            dir: dir.display().to_string(),
-        });
-    }
-    let mut out = paths
-        .iter()
-        .map(|p| load_file(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    // Names and columns name files under the campaign's folder and its cache: each one once.
-    let mut columns = std::collections::BTreeMap::new();
-    for t in &out {
-        for lane in &t.spec.lanes {
-            if let Some(first) = columns.insert(t.column(lane), t.path.display().to_string()) {
-                return Err(TargetError::SameColumn {
-                    column: t.column(lane),
-                    first,
-                    second: t.path.display().to_string(),
-                });
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// One target file, read and checked.
-pub fn load_file(path: &Path) -> Result<TargetFile, TargetError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| TargetError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    let spec: TargetSpec = serde_json::from_str(&text).map_err(|e| TargetError::Syntax {
-        path: shown.clone(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })?;
-    let dir = path
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dir = std::path::absolute(&dir).unwrap_or(dir);
-    let name = if path.file_name().is_some_and(|n| n == "target.json") {
-        dir.file_name()
-    } else {
-        path.file_stem()
-    }
-    .map(|n| n.to_string_lossy().into_owned())
-    .unwrap_or_default();
-    let named = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if name.is_empty() || name.starts_with('.') || !name.chars().all(named) {
-        return Err(TargetError::BadName { path: shown });
-    }
-    let file = TargetFile {
-        name,
-        path: path.to_path_buf(),
-        dir,
-        spec,
-    };
-    if let Err((problem, key)) = check(&file) {
-        let (line, column) = locate(&text, &key);
-        return Err(TargetError::Invalid {
-            path: shown,
-            line,
-            column,
-            problem,
-        });
-    }
-    Ok(file)
-}
-
-/// Where `key` (a member's name, or a string value) first appears in `text`.
-fn locate(text: &str, key: &str) -> (usize, usize) {
-    let at = text.find(&format!("\"{key}\"")).unwrap_or(0);
-    crate::case::line_col(text, at)
-}
-
-type Located = (Problem, String);
-
-/// The file's checks; on the first problem, it and the member (or value) to point at.
-fn check(f: &TargetFile) -> Result<(), Located> {
-    let s = &f.spec;
-    if s.release.is_none() && s.ecosystem != Ecosystem::None {
-        return Err((Problem::NoRelease, "package".into()));
-    }
-    check_recipe(f)?;
-    let mut names = std::collections::BTreeSet::new();
-    for lane in &s.lanes {
-        let name = lane.name().unwrap_or("").to_string();
-        if !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-        {
-            return Err((Problem::BadLaneName(name.clone()), name));
-        }
-        if !names.insert(name.clone()) {
-            return Err((Problem::DuplicateLane(name.clone()), name));
-        }
-        check_lane(f, lane)?;
-    }
-    Ok(())
-}
-
-fn check_recipe(f: &TargetFile) -> Result<(), Located> {
-    let s = &f.spec;
-    let ok = matches!(
-        (&s.install, s.ecosystem),
-        (Recipe::Pypi { .. }, Ecosystem::PyPi)
-            | (Recipe::Npm { .. }, Ecosystem::Npm)
-            | (Recipe::Cargo { .. }, Ecosystem::Crates)
-            | (Recipe::Command, _)
-            | (Recipe::Builtin, Ecosystem::None)
-    );
-    if !ok {
-        return Err((
-            Problem::RecipeEcosystem {
-                recipe: s.install.kind(),
-                ecosystem: s.ecosystem.as_str(),
-            },
-            "install".into(),
-        ));
-    }
-    check_pin(f)
-}
-
-/// The pin is typed once, in the recipe's own file, and the target file's release must be it;
-/// the files the recipe reads exist.
-fn check_pin(f: &TargetFile) -> Result<(), Located> {
-    let s = &f.spec;
-    let release = f.release();
-    let exists = |rel: &str| -> Result<PathBuf, Located> {
-        let p = f.beside(rel);
-        if p.exists() {
-            Ok(p)
-        } else {
-            Err((Problem::Missing(rel.to_string()), rel.to_string()))
-        }
-    };
-    // The pin is typed once, in the recipe's own file, and the target file's release must be it.
-    let pinned = |text: &str, want: &str, key: &str| -> Result<(), Located> {
-        if text.contains(want) {
-            Ok(())
-        } else {
-            Err((
-                Problem::Pin {
-                    package: s.package.clone(),
-                    release: release.to_string(),
-                    found: key.to_string(),
-                },
-                key.to_string(),
-            ))
-        }
-    };
-    match &s.install {
-        Recipe::Pypi {
-            requirements,
-            packages,
-        } => {
-            let want = format!("{}=={release}", s.package);
-            let mut listed = packages.join("\n");
-            if let Some(r) = requirements {
-                listed.push_str(&std::fs::read_to_string(exists(r)?).unwrap_or_default());
-            } else if packages.is_empty() {
-                return Err((Problem::NoRecipeSource, "install".into()));
-            }
-            let lines: Vec<&str> = listed.lines().map(str::trim).collect();
-            if !lines.iter().any(|l| l.eq_ignore_ascii_case(&want)) {
-                let key = requirements.clone().unwrap_or_else(|| "packages".into());
-                return Err((
-                    Problem::Pin {
-                        package: s.package.clone(),
-                        release: release.to_string(),
-                        found: key.clone(),
-                    },
-                    key,
-                ));
-            }
-        }
-        Recipe::Npm {
-            folder,
-            packages,
-            copy,
-        } => {
-            if let Some(d) = folder {
-                let manifest = exists(&format!("{d}/package.json"))?;
-                let text = std::fs::read_to_string(manifest).unwrap_or_default();
-                pinned(&text, &format!("\"{}\": \"{release}\"", s.package), d)?;
-                for c in copy {
-                    exists(&format!("{d}/{c}"))?;
-                }
-            } else if packages.is_empty() {
-                return Err((Problem::NoRecipeSource, "install".into()));
-            } else if !packages.contains(&format!("{}@{release}", s.package)) {
-                pinned("", "-", "packages")?;
-            }
-        }
-        Recipe::Cargo { manifest } => {
-            let text = std::fs::read_to_string(exists(manifest)?).unwrap_or_default();
-            // The package's own dependency line pins it (`rmcp = { version = "=3.11.0", … }`).
-            let own = dependency_lines(&text, &s.package);
-            pinned(&own, &format!("\"={release}\""), manifest)?;
-        }
-        Recipe::Command | Recipe::Builtin => {}
-    }
-    Ok(())
-}
-
-/// The lines of a Cargo manifest that name `package` as a dependency (`NAME = …`).
-fn dependency_lines(manifest: &str, package: &str) -> String {
-    manifest
-        .lines()
-        .filter(|l| {
-            l.trim_start()
-                .strip_prefix(package)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
-        })
-        .collect()
-}
-
-fn check_lane(f: &TargetFile, lane: &LaneSpec) -> Result<(), Located> {
-    let kind = lane.kind.as_str();
-    for rel in [&lane.baseline, &lane.unstable].into_iter().flatten() {
-        if !f.beside(rel).is_file() {
-            return Err((Problem::Missing(rel.clone()), rel.clone()));
-        }
-    }
-    let command = match (&lane.command, lane.kind) {
-        (None, LaneKind::Embedded) => return Ok(()),
-        (Some(c), LaneKind::Embedded) => return Err((Problem::EmbeddedCommand, c.clone())),
-        (None, _) => return Err((Problem::NoCommand(kind), "lanes".into())),
-        (Some(c), _) => c,
-    };
-    if let Err(e) = shell_words::split(command) {
-        return Err((Problem::Unsplittable(e.to_string()), command.clone()));
-    }
-    let used = placeholders(command);
-    for p in lane.kind.required() {
-        if !used.iter().any(|u| u == p) {
-            return Err((
-                Problem::MissingPlaceholder {
-                    kind,
-                    placeholder: p,
-                },
-                command.clone(),
-            ));
-        }
-    }
-    if let Some(p) = used
-        .iter()
-        .find(|u| !lane.kind.allowed().contains(&u.as_str()))
-    {
-        return Err((
-            Problem::UnknownPlaceholder {
-                kind,
-                placeholder: p.clone(),
-            },
-            command.clone(),
-        ));
-    }
-    if used.iter().any(|u| u == "python") && !matches!(f.spec.install, Recipe::Pypi { .. }) {
-        return Err((
-            Problem::UnknownPlaceholder {
-                kind,
-                placeholder: "python".into(),
-            },
-            command.clone(),
-        ));
-    }
-    Ok(())
-}
-
-/// The `{name}` placeholders of a command, in order.
-pub(crate) fn placeholders(command: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = command;
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else { break };
-        let name = &after[..close];
-        if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
-            out.push(name.to_string());
-        }
-        rest = &after[close + 1..];
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn placeholders_are_the_braced_lower_case_words() {
-        assert_eq!(
-            placeholders("{python} {dir}/s.py http {port} {X} {} {a-b} {downstream_url}"),
-            ["python", "dir", "port", "downstream_url"]
-        );
-        assert!(placeholders("no {braces").is_empty());
-    }
 
     #[test]
     fn a_lane_is_named_by_its_kind_unless_it_says_otherwise() {

@@ -185,8 +185,12 @@ fn copy_extras(t: &TargetFile, env: &Path) -> Result<(), InstallError> {
         .chain(copy.iter().cloned());
     for f in files {
         let from = t.beside(&format!("{d}/{f}"));
+        // Beside the package, by its own name (`../server.mjs` shared by several releases' folders).
+        let Some(name) = Path::new(&f).file_name() else {
+            continue;
+        };
         if from.is_file() {
-            std::fs::copy(&from, env.join(&f)).map_err(io(from))?;
+            std::fs::copy(&from, env.join(name)).map_err(io(from))?;
         }
     }
     Ok(())

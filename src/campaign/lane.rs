@@ -98,11 +98,12 @@ pub(crate) fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> Strin
     super::install::fnv(parts.join("\n").as_bytes())
 }
 
-/// The target's own files, hashed: the whole folder of a `NAME/target.json` (but what builds
-/// and installs leave there), or the one file of a `NAME.json`.
+/// The target's own files, hashed: the whole folder of a `NAME/target.json` or of a target of
+/// advisory rows (its peers and recipes beside it; but what builds and installs leave there),
+/// or the one file of a `NAME.json`.
 fn files_hash(t: &TargetFile) -> String {
     let mut files = Vec::new();
-    if t.path.file_name().is_some_and(|n| n == "target.json") {
+    if t.path.file_name().is_some_and(|n| n == "target.json") || t.proves_advisories() {
         walk(&t.dir, &mut files);
     } else {
         files.push(t.path.clone());
@@ -171,7 +172,12 @@ pub(crate) fn run_lane(
         let _ = std::fs::remove_file(stale);
     }
     let started = Instant::now();
-    let run = options(t, l, env, opts, &partial, &at(".xml"), &log)
+    let files = LaneFiles {
+        report: partial.clone(),
+        junit: at(".xml"),
+        log: log.clone(),
+    };
+    let run = options(t, l, env, opts, &files)
         .map_err(|why| (LaneOutcome::Error, why))
         .and_then(|o| {
             crate::run::run(o).map_err(|e| {
@@ -231,17 +237,24 @@ pub(crate) fn run_lane(
     record
 }
 
+/// Where a run of a lane writes: its report (as it is written), JUnit and log.
+pub(crate) struct LaneFiles {
+    pub report: PathBuf,
+    pub junit: PathBuf,
+    pub log: PathBuf,
+}
+
 /// The `run` of one lane.
-fn options(
+pub(crate) fn options(
     t: &TargetFile,
     l: &LaneSpec,
     env: &Path,
     opts: &CampaignOptions,
-    report: &Path,
-    junit: &Path,
-    log: &Path,
+    files: &LaneFiles,
 ) -> Result<RunOptions, String> {
-    let command = l.command.as_deref().map(|c| fill(c, t, env, opts));
+    let issuer = issuer(t, opts)?;
+    let jwks = issuer.as_ref().map(|(_, _, jwks)| jwks.as_path());
+    let command = l.command.as_deref().map(|c| fill(c, t, env, jwks, opts));
     let (target, profile) = match (l.kind, command) {
         (LaneKind::Http, Some(command)) => (
             Target::Serve {
@@ -270,21 +283,49 @@ fn options(
     Ok(RunOptions {
         target,
         profile,
-        settings: settings(t)?,
+        settings: settings(t, issuer.map(|(i, aud, _)| (i, aud)))?,
         spec: opts.spec.clone(),
-        report: Some(report.to_path_buf()),
-        junit: Some(junit.to_path_buf()),
+        report: Some(files.report.clone()),
+        junit: Some(files.junit.clone()),
         baseline: l.baseline.as_ref().map(|b| t.beside(b)),
         libtest_args,
         jobs: opts.jobs,
         self_exe: opts.self_exe.clone(),
-        log: Some(log.to_path_buf()),
+        log: Some(files.log.clone()),
         ..RunOptions::default()
     })
 }
 
-/// The run's settings from the target's `speak`.
-fn settings(t: &TargetFile) -> Result<Settings, String> {
+/// The target's token issuer, when its `speak` has one: a key made once per campaign folder
+/// (`OUT/TARGET.issuer/`), the audience, and the public keys' file (`{jwks}`).
+fn issuer(
+    t: &TargetFile,
+    opts: &CampaignOptions,
+) -> Result<Option<(crate::auth::Issuer, String, PathBuf)>, String> {
+    let Some(spec) = &t.spec.speak.issuer else {
+        return Ok(None);
+    };
+    let dir = opts.out.join(format!("{}.issuer", t.name));
+    let (key, jwks) = (dir.join("issuer-key.pem"), dir.join("jwks.json"));
+    if !key.is_file() || !jwks.is_file() {
+        let made = crate::auth::Issuer::generate(&spec.issuer, &spec.kid)
+            .map_err(|e| crate::error::error_chain(&e))?;
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&key, made.private_pem()))
+            .and_then(|()| std::fs::write(&jwks, made.jwks()))
+            .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
+    }
+    let pem = std::fs::read_to_string(&key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let issuer = crate::auth::Issuer::from_pem(&spec.issuer, &spec.kid, &pem)
+        .map_err(|e| crate::error::error_chain(&e))?;
+    Ok(Some((issuer, spec.audience.clone(), jwks)))
+}
+
+/// The run's settings from the target's `speak` (and its token issuer, with the audience).
+fn settings(
+    t: &TargetFile,
+    issuer: Option<(crate::auth::Issuer, String)>,
+) -> Result<Settings, String> {
     let s = &t.spec.speak;
     let defaults = Settings::default();
     let mapping = crate::mapping::CallMapping::new(
@@ -295,6 +336,7 @@ fn settings(t: &TargetFile) -> Result<Settings, String> {
     .map_err(|e| crate::error::error_chain(&e))?;
     let inputs = crate::auth::AuthInputs {
         token: s.auth_token.clone(),
+        issuer,
         ..Default::default()
     };
     let auth_tokens = inputs.tokens().map_err(|e| crate::error::error_chain(&e))?;
@@ -340,7 +382,13 @@ fn unstable_skips(t: &TargetFile, l: &LaneSpec) -> Result<Vec<String>, String> {
 }
 
 /// The command with the campaign's placeholders filled, each value quoted for the split.
-fn fill(command: &str, t: &TargetFile, env: &Path, opts: &CampaignOptions) -> String {
+fn fill(
+    command: &str,
+    t: &TargetFile,
+    env: &Path,
+    jwks: Option<&Path>,
+    opts: &CampaignOptions,
+) -> String {
     let quote = |p: &Path| shell_words::quote(&p.display().to_string()).into_owned();
     let gauntlet: PathBuf = opts
         .self_exe
@@ -353,6 +401,12 @@ fn fill(command: &str, t: &TargetFile, env: &Path, opts: &CampaignOptions) -> St
         .replace("{gauntlet}", &quote(&gauntlet));
     if matches!(t.spec.install, Recipe::Pypi { .. }) {
         out = out.replace("{python}", &quote(&env.join("bin/python")));
+    }
+    if let Some(jwks) = jwks {
+        out = out.replace("{jwks}", &quote(jwks));
+    }
+    if t.proves_advisories() {
+        out = out.replace("{release}", &shell_words::quote(t.release()));
     }
     out
 }

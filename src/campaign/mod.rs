@@ -7,15 +7,22 @@
 //! done, and a campaign started again with the same release and arguments does not run it
 //! again). `--shard K/N` runs every Nth lane; `campaign merge` builds the matrix from several
 //! shards' folders.
+//!
+//! A target of advisory rows (`advisories`, see [`advisory`]) is run at each release its rows
+//! name instead, and the rows make the advisory table (`OUT/advisories.md`).
 
+pub mod advisory;
 pub mod file;
 pub mod install;
 mod lane;
+pub mod load;
 mod matrix;
 
-pub use file::{load_dir, schema_json, LaneKind, LaneSpec, Problem, TargetError, TargetFile};
+pub use advisory::AdvisoryRecord;
+pub use file::{schema_json, LaneKind, LaneSpec, Role, Shown, TargetFile};
 pub use install::{InstallError, Installed};
 pub use lane::{LaneOutcome, LaneRecord};
+pub use load::{load_dir, load_file, Problem, TargetError};
 pub use matrix::{write_matrix, MatrixFiles};
 
 use std::collections::VecDeque;
@@ -86,7 +93,7 @@ pub struct Planned {
 pub fn plan(targets: &[TargetFile], opts: &CampaignOptions) -> Vec<Planned> {
     let mut all = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
-        if !opts.only.is_empty() && !opts.only.contains(&t.name) {
+        if !selected(t, opts) || t.proves_advisories() {
             continue;
         }
         for (li, l) in t.spec.lanes.iter().enumerate() {
@@ -112,6 +119,20 @@ pub fn plan(targets: &[TargetFile], opts: &CampaignOptions) -> Vec<Planned> {
             .collect(),
         None => all,
     }
+}
+
+/// Whether `--target` selects `t`.
+fn selected(t: &TargetFile, opts: &CampaignOptions) -> bool {
+    opts.only.is_empty() || opts.only.contains(&t.name)
+}
+
+/// The targets of advisory rows this campaign runs: selected, not only slow lanes, and on the
+/// first shard only (their rows are short).
+fn advisory_targets(targets: &[TargetFile], opts: &CampaignOptions) -> Vec<usize> {
+    let here = opts.shard.is_none_or(|(k, _)| k == 1) && opts.slow != Slow::Only;
+    (0..targets.len())
+        .filter(|&i| here && targets[i].proves_advisories() && selected(&targets[i], opts))
+        .collect()
 }
 
 /// Why a campaign could not run.
@@ -142,6 +163,8 @@ pub struct CampaignOutcome {
     pub skipped: Vec<(String, String)>,
     /// Targets whose install failed although it could have worked.
     pub failed: Vec<(String, String)>,
+    /// The advisory rows' runs, one per release of a row.
+    pub advisories: Vec<AdvisoryRecord>,
     /// Where the matrix was written (only when every lane of the folder has a report here).
     pub matrix: Option<MatrixFiles>,
 }
@@ -149,12 +172,64 @@ pub struct CampaignOutcome {
 impl CampaignOutcome {
     /// Whether every lane matched its baseline and every install that could work did.
     pub fn passed(&self) -> bool {
-        self.failed.is_empty() && self.lanes.iter().all(|l| l.outcome == LaneOutcome::Matched)
+        self.failed.is_empty()
+            && self.lanes.iter().all(|l| l.outcome == LaneOutcome::Matched)
+            && self.advisories.iter().all(AdvisoryRecord::ok)
+    }
+
+    /// What it came to, in a few lines: the lanes (each that did not match, with why) and the
+    /// advisory rows (each release that did not show what it should).
+    pub fn summary(&self, seconds: u64) -> String {
+        let matched = self
+            .lanes
+            .iter()
+            .filter(|l| l.outcome == LaneOutcome::Matched)
+            .count();
+        let mut out = format!(
+            "campaign: {} lanes, {matched} matched their baselines, {} did not; {} targets skipped, {} failed to install; {seconds} s\n",
+            self.lanes.len(),
+            self.lanes.len() - matched,
+            self.skipped.len(),
+            self.failed.len(),
+        );
+        for l in self
+            .lanes
+            .iter()
+            .filter(|l| l.outcome != LaneOutcome::Matched)
+        {
+            let detail = l.detail.as_deref().map(|d| format!(": {d}"));
+            out.push_str(&format!(
+                "  {}: {}{}\n",
+                l.column,
+                l.outcome.describe(),
+                detail.unwrap_or_default()
+            ));
+        }
+        if !self.advisories.is_empty() {
+            let wrong: Vec<_> = self.advisories.iter().filter(|r| !r.ok()).collect();
+            out.push_str(&format!(
+                "advisory rows: {} releases run, {} as they should be, {} not\n",
+                self.advisories.len(),
+                self.advisories.len() - wrong.len(),
+                wrong.len()
+            ));
+            for r in wrong {
+                out.push_str(&format!(
+                    "  {} on {} {}: {}, should be {}\n",
+                    r.advisory,
+                    r.package,
+                    r.release,
+                    r.got.as_str(),
+                    r.want.as_str()
+                ));
+            }
+        }
+        out
     }
 
     /// Whether nothing was tested at all (every target skipped, or none selected).
     pub fn tested_nothing(&self) -> bool {
-        self.lanes.is_empty() && self.failed.is_empty()
+        self.lanes.is_empty() && self.advisories.is_empty() && self.failed.is_empty()
     }
 }
 
@@ -174,7 +249,8 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
     };
     std::fs::create_dir_all(&opts.out).map_err(write(&opts.out))?;
     let planned = plan(&targets, opts);
-    // One queue entry per target: its lanes run one after the other, on one install.
+    // One queue entry per target: its lanes run one after the other, on one install (a target
+    // of advisory rows: no lanes, its rows, one install per release).
     let mut queue: VecDeque<(usize, Vec<usize>)> = VecDeque::new();
     for p in &planned {
         match queue.back_mut() {
@@ -182,6 +258,11 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
             _ => queue.push_back((p.target, vec![p.lane])),
         }
     }
+    queue.extend(
+        advisory_targets(&targets, opts)
+            .into_iter()
+            .map(|t| (t, Vec::new())),
+    );
     let queue = Mutex::new(queue);
     let outcome = Mutex::new(CampaignOutcome::default());
     let workers = opts.targets_at_once.max(1);
@@ -191,7 +272,11 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
                 let Some((t, lanes)) = crate::sync::lock(&queue).pop_front() else {
                     break;
                 };
-                run_target(&targets[t], &lanes, opts, &outcome);
+                if targets[t].proves_advisories() {
+                    run_advisories(&targets[t], opts, &outcome);
+                } else {
+                    run_target(&targets[t], &lanes, opts, &outcome);
+                }
             });
         }
     });
@@ -203,6 +288,9 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
         })
     };
     outcome.lanes.sort_by_key(order);
+    if !outcome.advisories.is_empty() {
+        write_advisory_table(&mut outcome, &targets, opts)?;
+    }
     // The matrix of what this folder holds; copied to `--matrix` only from a full campaign
     // (every lane of every target, every case, none missing), the one a matrix is published from.
     if !outcome.lanes.is_empty() {
@@ -218,6 +306,86 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
         )?);
     }
     Ok(outcome)
+}
+
+/// The advisory rows in the folder's order, their table printed and written to
+/// `OUT/advisories.md`.
+fn write_advisory_table(
+    outcome: &mut CampaignOutcome,
+    targets: &[TargetFile],
+    opts: &CampaignOptions,
+) -> Result<(), CampaignError> {
+    let order = |r: &AdvisoryRecord| {
+        let t = targets.iter().position(|t| t.name == r.target);
+        let row = t.and_then(|t| {
+            targets[t]
+                .spec
+                .advisories
+                .iter()
+                .position(|a| a.id == r.advisory && a.check.kind() == r.check)
+        });
+        (t, row, r.role)
+    };
+    outcome.advisories.sort_by_key(order);
+    let table = advisory::table(&outcome.advisories, targets);
+    println!("\n{table}");
+    let path = opts.out.join("advisories.md");
+    let text = format!(
+        "# Advisories on the releases they name\n\nEach row: an advisory of `cases/advisories.json` on a release it affects (which must reproduce it) and one it does not (which must not), by `mcp-gauntlet campaign`.\n\n{table}"
+    );
+    std::fs::write(&path, text).map_err(|source| CampaignError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Run a target's advisory rows: each release installed once, each of its rows' checks run.
+fn run_advisories(t: &TargetFile, opts: &CampaignOptions, out: &Mutex<CampaignOutcome>) {
+    for (release, runs) in advisory::plan(t) {
+        let at = t.at_release(&release);
+        let mut todo = Vec::new();
+        for p in runs {
+            let Some(key) = advisory::key(&at, &p, opts) else {
+                continue;
+            };
+            match advisory::done(&at, &p, &key, opts) {
+                Some(record) => {
+                    println!("== {} {}: done already", record.advisory, record.release);
+                    crate::sync::lock(out).advisories.push(record);
+                }
+                None => todo.push((p, key)),
+            }
+        }
+        if todo.is_empty() {
+            continue;
+        }
+        let name = format!("{} {release}", t.name);
+        let env = match install::install(&at, &opts.cache) {
+            Ok(Installed::At(env)) => env,
+            Ok(Installed::Skipped(why)) => {
+                println!("SKIP {name}: {why}");
+                crate::sync::lock(out).skipped.push((name, why));
+                continue;
+            }
+            Err(e) => {
+                let why = crate::error::error_chain(&e);
+                println!("FAIL {name}: the install failed: {why}");
+                crate::sync::lock(out).failed.push((name, why));
+                continue;
+            }
+        };
+        for (p, key) in todo {
+            println!("== {} on {} {release}", p.row.id, t.spec.package);
+            let record = advisory::run(&at, &p, &env, key, opts);
+            println!(
+                "   {}: {} (should be {})",
+                record.advisory,
+                record.got.as_str(),
+                record.want.as_str()
+            );
+            crate::sync::lock(out).advisories.push(record);
+        }
+    }
 }
 
 /// Install one target and run its lanes.

@@ -472,6 +472,28 @@ fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static st
     seen
 }
 
+/// What a run's records show of one advisory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdvisoryShown {
+    /// A case citing it failed on what it served (the closing list's REPRODUCED).
+    Reproduced,
+    /// A case citing it was sent, and none reproduced it.
+    Clean,
+    /// No case citing it was sent.
+    NotTested,
+}
+
+/// What `records` show of the advisory `id` (its id or an alias), as the closing list says it.
+pub fn advisory_shown(records: &[Record], id: &str) -> AdvisoryShown {
+    let seen = advisories_seen(records);
+    let entry = crate::advisory::find(id).and_then(|a| seen.get(a.id.as_str()));
+    match entry {
+        Some(s) if !s.by.is_empty() => AdvisoryShown::Reproduced,
+        Some(s) if s.tested => AdvisoryShown::Clean,
+        _ => AdvisoryShown::NotTested,
+    }
+}
+
 pub(crate) fn advisory_summary(records: &[Record]) -> String {
     let seen = advisories_seen(records);
     if seen.is_empty() {

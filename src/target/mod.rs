@@ -168,17 +168,24 @@ impl Lane {
     /// Why the lane's target cannot be tested at all, if it cannot: nothing accepts connections
     /// at its URL, or its command's program cannot be found. Checked once before any trial, so
     /// a target that never came up is not reported as rules broken.
-    pub fn untestable(&self) -> Option<String> {
+    pub fn untestable(&self) -> Option<(crate::error::Untestable, String)> {
+        use crate::error::Untestable;
         match &self.endpoint {
-            Endpoint::Http(url) | Endpoint::Sse(url) if !self.reachable() => Some(format!(
-                "nothing accepts connections at {}:{} (is it running?)",
-                url.host, url.port
+            Endpoint::Http(url) | Endpoint::Sse(url) if !self.reachable() => Some((
+                Untestable::Unreachable,
+                format!(
+                    "nothing accepts connections at {}:{} (is it running?)",
+                    url.host, url.port
+                ),
             )),
             Endpoint::Http(_) | Endpoint::Sse(_) => None,
             Endpoint::Stdio { command, .. } => {
                 match crate::transport::stdio::StdioCommand::parse(command) {
                     Ok(c) if c.program_found() => None,
-                    Ok(c) => Some(format!("its program `{}` cannot be found", c.program)),
+                    Ok(c) => Some((
+                        Untestable::NoProgram,
+                        format!("its program `{}` cannot be found", c.program),
+                    )),
                     // A command line that cannot be read is the user's input, not the target:
                     // its trials say so.
                     Err(_) => None,
@@ -378,17 +385,18 @@ pub(crate) fn open_lanes(
     check: bool,
 ) -> Result<(Opened, Picked), RunError> {
     let mut opened = open(target, profile, exe)?;
-    let refuse = |reason: String| RunError::Untestable {
+    let refuse = |kind, reason: String| RunError::Untestable {
         target: opened.name.clone(),
+        kind,
         reason,
     };
-    if let Some(reason) = opened
+    if let Some((kind, reason)) = opened
         .lanes
         .first()
         .and_then(Lane::untestable)
         .filter(|_| check)
     {
-        return Err(refuse(reason));
+        return Err(refuse(kind, reason));
     }
     // A gate the runner starts may serve HTTP+SSE to its clients beside Streamable HTTP.
     let beside = SseAt::default();
@@ -403,7 +411,7 @@ pub(crate) fn open_lanes(
     }
     let picked = pick_versions(&opened, spec, settings);
     if let Some(found) = picked.nothing_spoken.as_ref().filter(|_| check) {
-        return Err(refuse(format!(
+        return Err(refuse(crate::error::Untestable::NoVersion, format!(
             "the version probe found no protocol version it speaks ({found}); name versions with --spec to run the cases anyway"
         )));
     }
@@ -487,5 +495,10 @@ mod tests {
         assert!(l.down().is_some_and(|d| d.contains("[http] batch/c")));
         let alone = Restarts::new(None).mark_dead(&lane(10), "batch/c", after, &[]);
         assert!(!alone.contains("beside"), "{alone}");
+        // Nothing could bring it back, and the reason is a kind, not a sentence.
+        assert!(matches!(
+            Restarts::new(None).restart(&lane(10)),
+            Err(NotRestarted::NoCommand)
+        ));
     }
 }

@@ -114,6 +114,7 @@ pub(super) fn start_process(
         std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
             RunError::Untestable {
                 target: command.clone(),
+                kind: crate::error::Untestable::NoProgram,
                 reason: format!("its program `{program}` cannot be started: {e}"),
             }
         }
@@ -199,16 +200,17 @@ impl Restarts {
     }
 
     /// Start the restart command and wait (30 s at most) until the lane's endpoint accepts
-    /// connections again. Whether it did.
-    pub(super) fn restart(&self, lane: &Lane) -> bool {
+    /// connections again (a process the runner started: started again, 10 s); why not.
+    pub(super) fn restart(&self, lane: &Lane) -> Result<(), NotRestarted> {
         if let Some(process) = &lane.process {
-            return process.start().unwrap_or_else(|e| {
-                eprintln!("the target the runner started could not be started again: {e}");
-                false
-            });
+            return match process.start() {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(NotRestarted::NotListening),
+                Err(e) => Err(NotRestarted::Respawn(e)),
+            };
         }
         let Some(command) = &self.command else {
-            return false;
+            return Err(NotRestarted::NoCommand);
         };
         let child = std::process::Command::new("sh")
             .arg("-c")
@@ -216,24 +218,17 @@ impl Restarts {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
-            .spawn();
-        match child {
-            Ok(c) => {
-                crate::sync::lock(&self.children).push(c);
-            }
-            Err(e) => {
-                eprintln!("the restart command could not be started: {e}");
-                return false;
-            }
-        }
+            .spawn()
+            .map_err(NotRestarted::CommandSpawn)?;
+        crate::sync::lock(&self.children).push(child);
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
             if lane.reachable() {
-                return true;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        false
+        Err(NotRestarted::CommandTimedOut)
     }
 
     /// Kill every process the restart command left running.
@@ -281,25 +276,51 @@ impl Restarts {
             eprintln!("the target {when}: {name}; this trial fails with the evidence");
             *died = Some(name);
         }
-        if self.restart(lane) {
-            if lane.process.is_some() {
-                eprintln!("the target the runner started (--gate, --serve) was started again; the run goes on");
-            } else {
-                eprintln!("the target was restarted with --restart-cmd; the run goes on");
+        match self.restart(lane) {
+            Ok(()) => {
+                if lane.process.is_some() {
+                    eprintln!("the target the runner started (--gate, --serve) was started again; the run goes on");
+                } else {
+                    eprintln!("the target was restarted with --restart-cmd; the run goes on");
+                }
+                *died = None;
+                format!("the target {when} (it was restarted)")
             }
-            *died = None;
-            format!("the target {when} (it was restarted)")
-        } else {
-            let why = if lane.process.is_some() {
-                " (started again, it did not accept connections within 10 s)"
-            } else if self.command.is_some() {
-                " (the restart command did not bring it back within 30 s)"
-            } else {
-                " (give --restart-cmd to restart it)"
-            };
-            format!("the target {when}; the lane's later trials are not run{why}")
+            Err(why) => {
+                if matches!(
+                    why,
+                    NotRestarted::Respawn(_) | NotRestarted::CommandSpawn(_)
+                ) {
+                    eprintln!("{}", crate::error::error_chain(&why));
+                }
+                format!(
+                    "the target {when}; the lane's later trials are not run ({})",
+                    crate::error::error_chain(&why)
+                )
+            }
         }
     }
+}
+
+/// Why a target that died was not brought back.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotRestarted {
+    /// The process the runner started (`--gate`, `--serve`) did not listen again in time.
+    #[error("started again, it did not accept connections within 10 s")]
+    NotListening,
+    /// The process the runner started could not be started again.
+    #[error("it could not be started again")]
+    Respawn(#[source] std::io::Error),
+    /// `--restart-cmd` could not be started.
+    #[error("the restart command could not be started")]
+    CommandSpawn(#[source] std::io::Error),
+    /// `--restart-cmd` ran, and the target did not accept connections within 30 s.
+    #[error("the restart command did not bring it back within 30 s")]
+    CommandTimedOut,
+    /// Nothing can restart it.
+    #[error("give --restart-cmd to restart it")]
+    NoCommand,
 }
 
 /// How a trial found its HTTP target gone.
