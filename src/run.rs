@@ -7,7 +7,7 @@ use crate::case::{Case, Catalogue, Profile};
 pub use crate::error::RunError;
 use crate::report::baseline::{Baseline, Decision};
 use crate::report::{self, Collector, Record, RunInfo, RunProfile, TrialVerdict};
-use crate::settings::Settings;
+use crate::settings::{Settings, Speaking};
 pub use crate::target::Target;
 use crate::target::{self, Lane, Restarts};
 use crate::trial::Judging;
@@ -152,7 +152,7 @@ fn split_filters(args: &[String]) -> (Vec<String>, Vec<String>) {
 pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     make_log(&opts)?;
     let catalogue = load_catalogue(&opts)?;
-    let settings = run_settings(&opts)?;
+    let settings = Arc::new(run_settings(&opts)?);
     let secrets = secrets_of(&settings);
     // Held until the run ends: the runtime, per-case witness logs, child processes, server tasks.
     // A target that never came up, or that speaks no MCP, is not tested at all (and no rule is
@@ -496,7 +496,7 @@ struct InFlight {
 fn plan(
     opts: &RunOptions,
     catalogue: &Catalogue,
-    settings: &Settings,
+    settings: &Arc<Settings>,
     lanes: Vec<Lane>,
     shared: &Arc<Shared>,
 ) -> Vec<Trial> {
@@ -504,7 +504,7 @@ fn plan(
     let ids: Vec<crate::report::LaneId> = lanes.iter().map(|l| l.id).collect();
     for lane in lanes {
         let lane = Arc::new(lane);
-        let settings = Arc::new(lane.settings(settings));
+        let settings = lane.settings(settings);
         for (index, case) in catalogue.cases.iter().enumerate() {
             // `--shard K/N`: this run takes every N-th case, starting at the K-th.
             if let Some((k, n)) = opts.shard {
@@ -559,10 +559,10 @@ impl Drop for Counted {
 
 /// Whether `case` runs on `lane` at the settings' version with the run's credentials, its
 /// tool calls can be spelled through the run's call mapping, and its caller presented.
-fn applies(case: &Case, lane: &Lane, settings: &Settings) -> bool {
+fn applies(case: &Case, lane: &Lane, settings: &Speaking) -> bool {
     case.applies_to_transport(lane.id.transport)
         && case.applies_to_profile(lane.id.profile)
-        && case.applies_to_version(settings.spec_version)
+        && case.applies_to_version(settings.version)
         && !(case.spec.stateful && lane.stateless)
         && (lane.stateless || !case.spec.stateless)
         && settings.has_auth(case.spec.auth)
@@ -600,7 +600,7 @@ struct OneTrial {
     case: Case,
     lane: Arc<Lane>,
     /// The run's settings at the lane's version.
-    settings: Arc<Settings>,
+    settings: Speaking,
     shared: Arc<Shared>,
     ordinal: usize,
 }

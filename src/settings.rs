@@ -1,9 +1,10 @@
-//! What a run fixes before its first case: the version spoken, deadlines, the tools and canary,
-//! the gate's error codes, credentials. A leaf both the transport (what to send) and the verdict
-//! (how to judge) read; neither owns it.
+//! What a run fixes before its first case: deadlines, the tools and canary, the gate's error
+//! codes, credentials; and, in [`Speaking`], the version a lane speaks them in. A leaf both the
+//! transport (what to send) and the verdict (how to judge) read; neither owns it.
 
 use crate::case::Case;
-use crate::versions::{self, Version};
+use crate::versions::Version;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A gate's error codes (DESIGN.md section 5): malformed input, a denied call, a failed
@@ -66,10 +67,6 @@ impl std::str::FromStr for CodeTable {
 /// Settings that do not change from case to case.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The protocol version the lane speaks: what the runner asks for in `initialize` or names
-    /// in a modern request's `_meta`. A run-wide `Settings` holds the newest legacy version
-    /// until a lane derives its own ([`Settings::speaking`]).
-    pub spec_version: Version,
     /// Headers added to every HTTP request (`--header`); their values are secrets for the leak
     /// oracle and are redacted in output.
     pub extra_headers: Vec<(String, String)>,
@@ -176,18 +173,39 @@ impl Settings {
             Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
         }
     }
+}
 
-    /// These settings for a lane (or a handshake) that speaks `version`.
-    pub fn speaking(&self, version: Version) -> Settings {
-        Settings {
-            spec_version: version,
-            ..self.clone()
+/// A run's settings as a lane (or one handshake, or one probe) speaks them: the settings,
+/// shared, and the protocol version, what the runner asks for in `initialize` or names in a
+/// modern request's `_meta`. The version spoken is held here only: `Settings` has none, and
+/// another version of the same settings is another `Speaking`, not a copy of them.
+#[derive(Debug, Clone)]
+pub struct Speaking {
+    settings: Arc<Settings>,
+    pub version: Version,
+}
+
+impl Speaking {
+    pub fn new(settings: Arc<Settings>, version: Version) -> Speaking {
+        Speaking { settings, version }
+    }
+
+    /// The same settings in `version` (a case's own handshake version, a probe's).
+    pub fn speaking(&self, version: Version) -> Speaking {
+        Speaking {
+            settings: self.settings.clone(),
+            version,
         }
+    }
+
+    /// The settings, shared.
+    pub fn shared(&self) -> &Arc<Settings> {
+        &self.settings
     }
 
     /// The gate's error codes in force for the version spoken.
     pub(crate) fn code_table(&self) -> CodeTable {
-        if self.spec_version.is_modern() {
+        if self.version.is_modern() {
             self.modern_codes
         } else {
             self.codes
@@ -195,10 +213,16 @@ impl Settings {
     }
 }
 
+impl std::ops::Deref for Speaking {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        &self.settings
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            spec_version: versions::NEWEST_LEGACY,
             extra_headers: Vec::new(),
             case_timeout: Duration::from_secs(10),
             run_deadline: None,

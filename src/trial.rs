@@ -6,7 +6,7 @@
 //! [`Context`] built here, and the caller makes a report record of it.
 
 use crate::case::Case;
-use crate::settings::Settings;
+use crate::settings::Speaking;
 use crate::target::Lane;
 use crate::transport::{exchange, Observation};
 use crate::verdict::{self, Context, Verdict};
@@ -21,7 +21,7 @@ pub struct Judged {
 /// How a trial judges: `settings` already speak the lane's version.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Judging<'a> {
-    pub settings: &'a Settings,
+    pub settings: &'a Speaking,
     pub strict: bool,
     /// Values that must never come back or reach any output (`--header` values, tokens).
     pub secrets: &'a [String],
@@ -37,7 +37,7 @@ impl Judging<'_> {
             transport: lane.id.transport,
             secrets: self.secrets.to_vec(),
             codes: settings.code_table(),
-            version: settings.spec_version,
+            version: settings.version,
             method: case
                 .spec
                 .request

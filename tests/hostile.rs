@@ -3,7 +3,7 @@
 //! reports, never about how fast it was.
 
 use mcp_gauntlet::case::{parse_case, Case, Source};
-use mcp_gauntlet::settings::Settings;
+use mcp_gauntlet::settings::{Settings, Speaking};
 use mcp_gauntlet::transport::exchange::{run_case, Endpoint};
 use mcp_gauntlet::transport::http::HttpUrl;
 use mcp_gauntlet::transport::{Ending, Observation};
@@ -24,12 +24,16 @@ fn ping_case(session: &str) -> Case {
     }
 }
 
-fn quick() -> Settings {
-    Settings {
+fn quick() -> Speaking {
+    let settings = Settings {
         case_timeout: Duration::from_millis(500),
         probe_timeout: Duration::from_millis(500),
         ..Settings::default()
-    }
+    };
+    Speaking::new(
+        std::sync::Arc::new(settings),
+        mcp_gauntlet::versions::Version::new(2025, 11, 25),
+    )
 }
 
 /// Serve every connection with `answer` (after reading the request head) on 127.0.0.1.

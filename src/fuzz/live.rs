@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use reference_gate::fuzzing::{Separator, Shape, Smuggle};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Options of `mcp-gauntlet fuzz`.
@@ -206,7 +207,7 @@ fn case_id(model: &Smuggle, lane: &Lane) -> String {
 async fn try_model(
     model: &Smuggle,
     lane: &Lane,
-    settings: &Settings,
+    settings: &Arc<Settings>,
 ) -> Result<Option<(String, Vec<&'static str>)>, RunError> {
     let Some(text) = case_text(model, lane.id.profile, lane.id.transport, settings) else {
         return Ok(None);
@@ -244,7 +245,7 @@ fn shrink(
     model: Smuggle,
     found: (String, Vec<&'static str>),
     lane: &Lane,
-    settings: &Settings,
+    settings: &Arc<Settings>,
 ) -> Result<(Smuggle, (String, Vec<&'static str>)), RunError> {
     let (mut best, mut best_found) = (model, found);
     'shrink: loop {
@@ -281,12 +282,13 @@ pub fn fuzz(opts: FuzzOptions) -> Result<FuzzOutcome, RunError> {
     let seed = opts.seed.unwrap_or_else(|| rand::rng().random());
     let mut settings = opts.settings.clone();
     settings.exact_codes |= opts.target.runs_the_reference_gate();
+    let settings = Arc::new(settings);
     let (opened, _) = target::open_lanes(
         &opts.target,
         opts.profile,
         opts.self_exe.as_ref(),
         &opts.spec,
-        &opts.settings,
+        &Arc::new(opts.settings.clone()),
         true,
     )?;
     let (rt, lanes, target_name) = (&opened.rt, &opened.lanes, &opened.name);

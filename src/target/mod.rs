@@ -14,7 +14,7 @@ pub use process::*;
 use crate::case::{Profile, TransportKind};
 use crate::error::RunError;
 use crate::report::LaneId;
-use crate::settings::Settings;
+use crate::settings::{Settings, Speaking};
 use crate::transport::exchange::{self, Endpoint};
 use crate::transport::http::HttpUrl;
 use crate::transport::TransportError;
@@ -151,8 +151,8 @@ impl Lane {
     }
 
     /// The run's settings as this lane's cases speak: in its version.
-    pub(crate) fn settings(&self, run: &Settings) -> Settings {
-        run.speaking(self.id.version)
+    pub(crate) fn settings(&self, run: &Arc<Settings>) -> Speaking {
+        Speaking::new(run.clone(), self.id.version)
     }
 
     /// A record of a case on this lane (its verdict, when it ran).
@@ -381,10 +381,12 @@ pub(crate) fn open_lanes(
     profile: Profile,
     exe: Option<&PathBuf>,
     spec: &Spec,
-    settings: &Settings,
+    settings: &Arc<Settings>,
     check: bool,
 ) -> Result<(Opened, Picked), RunError> {
     let mut opened = open(target, profile, exe)?;
+    // The probes ask in the versions they try; until then, the run speaks the newest legacy one.
+    let settings = &Speaking::new(settings.clone(), crate::versions::NEWEST_LEGACY);
     let refuse = |kind, reason: String| RunError::Untestable {
         target: opened.name.clone(),
         kind,

@@ -2,12 +2,13 @@
 //! HTTP+SSE lanes found beside a Streamable HTTP endpoint.
 
 use super::*;
+use crate::settings::Speaking;
 
 /// The versions `spec` means for the opened target, and whether it keeps no sessions: every
 /// known version it accepts (the default), the newest of them, or the ones given. The target is
 /// probed on its first lane (`exchange::probe`), and what was found is said on stderr; a target
 /// that answers no probe gets the newest legacy version, with a note.
-pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -> Picked {
+pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Speaking) -> Picked {
     if opened
         .lanes
         .iter()
@@ -91,7 +92,7 @@ pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Settings) -
 
 /// A target of HTTP+SSE lanes only: its lanes speak 2024-11-05 whatever `--spec` says; the
 /// probe (a stream, `initialize`) only tells whether it speaks MCP there at all.
-pub(super) fn sse_only(opened: &Opened, settings: &Settings) -> Picked {
+pub(super) fn sse_only(opened: &Opened, settings: &Speaking) -> Picked {
     let Some(first) = opened.lanes.first() else {
         return Picked {
             versions: Vec::new(),
@@ -160,7 +161,7 @@ pub(super) fn find_sse(
     rt: &Runtime,
     lanes: Vec<Lane>,
     at: &SseAt,
-    settings: &Settings,
+    settings: &Speaking,
 ) -> Vec<Lane> {
     // A stream whose endpoint names another origin is one too: its endpoint is then judged.
     let speaks = |url: &HttpUrl| {

@@ -33,7 +33,7 @@ pub(super) async fn run_held(
     case: &Case,
     (series, hold): (&SeriesSpec, &HoldSpec),
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {

@@ -10,7 +10,7 @@ use super::*;
 /// initialize), whose version and mirrored headers a modern lane adds.
 pub(super) fn standard_headers(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     hs: Option<&Handshake>,
     own: Option<&Value>,
 ) -> Vec<(String, String)> {
@@ -30,12 +30,9 @@ pub(super) fn standard_headers(
         h.push(("mcp-protocol-version".into(), hs.version.clone()));
     }
     // Runner-made requests in a modern lane carry their version and mirrored headers.
-    if hs.is_none() && settings.spec_version.is_modern() {
+    if hs.is_none() && settings.version.is_modern() {
         if let Some(m) = own {
-            h.push((
-                "mcp-protocol-version".into(),
-                settings.spec_version.to_string(),
-            ));
+            h.push(("mcp-protocol-version".into(), settings.version.to_string()));
             h.extend(versions::mirrored_headers(m));
         }
     }
@@ -52,7 +49,7 @@ pub(super) fn standard_headers(
 /// endpoint's path with the identity query parameters (`--identity query:NAME`).
 pub(super) fn request_path(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     caller: Option<crate::case::Caller>,
 ) -> String {
     with_identity_query(&url.path, settings, caller)
@@ -62,7 +59,7 @@ pub(super) fn request_path(
 /// query parameters added.
 fn with_identity_query(
     path: &str,
-    settings: &Settings,
+    settings: &Speaking,
     caller: Option<crate::case::Caller>,
 ) -> String {
     match &settings.identity {
@@ -74,7 +71,7 @@ fn with_identity_query(
 /// A runner-made POST of `body` (as the run's principal).
 pub(super) fn post_json(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     headers: Vec<(String, String)>,
     body: &Value,
 ) -> Wire {
@@ -94,7 +91,7 @@ pub(super) fn post_json(
 /// the session `hs` when given; the answer by `deadline`.
 pub(super) async fn post_own(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     hs: Option<&Handshake>,
     own: &Value,
     deadline: Instant,
@@ -134,7 +131,7 @@ pub(super) fn http_messages(resp: &HttpResponse) -> (Vec<Value>, Vec<Vec<u8>>) {
 #[derive(Clone, Copy)]
 pub(super) struct Sent<'a> {
     pub(super) url: &'a HttpUrl,
-    pub(super) settings: &'a Settings,
+    pub(super) settings: &'a Speaking,
     pub(super) handshake: Option<&'a Handshake>,
     /// The modern version spoken, when the lane is modern.
     pub(super) modern: Option<Version>,
@@ -234,11 +231,11 @@ impl Sent<'_> {
 /// the server agreed to (its session id, version and name).
 pub(super) async fn http_handshake(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     deadline: Instant,
 ) -> Result<Handshake, TransportError> {
     let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-        "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+        "params": {"protocolVersion": settings.version, "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
     let resp = http::exchange(
         url,
@@ -269,7 +266,7 @@ pub(super) async fn http_handshake(
         version: result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .map_or_else(|| settings.spec_version.to_string(), str::to_string),
+            .map_or_else(|| settings.version.to_string(), str::to_string),
         server: server_name(result),
     };
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});

@@ -8,7 +8,7 @@ use super::{Ending, HttpSeen, Observation, TransportError};
 use crate::case::{Body, BodySpec, Caller, Case, Placeholders, SessionMode};
 use crate::mapping::CallMapping;
 use crate::record::{Event, LogReader, WitnessView};
-use crate::settings::Settings;
+use crate::settings::Speaking;
 use crate::versions::{self, Version};
 use base64::Engine as _;
 use reference_gate::error_chain as chain;
@@ -115,7 +115,7 @@ fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
 /// Placeholders known before any exchange, with the tools by their own names (as the witness
 /// behind a gate knows them; what the forwarded oracle expects): tool names, the requested
 /// version, the code table, the meta-tool's members.
-pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
+pub(crate) fn base_placeholders(settings: &Speaking) -> Placeholders {
     let mut p = Placeholders::default();
     set_tool_names(&mut p, &settings.denied_tool, &settings.allowed_tool);
     set_prompt_names(&mut p, crate::canary::DENIED_PROMPT);
@@ -126,7 +126,7 @@ pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
             .set("meta_arguments_open", meta.arguments_opening());
     }
     p.set("allowed_arg", settings.allowed_arg.clone())
-        .set("protocol_version", settings.spec_version.to_string())
+        .set("protocol_version", settings.version.to_string())
         .set("liveness_method", liveness_method(settings))
         .set("session_id", "")
         .set("session_param", "session_id")
@@ -158,7 +158,7 @@ pub(crate) fn base_placeholders(settings: &Settings) -> Placeholders {
 
 /// The placeholders as the client spells the tools (through the call mapping): what goes on
 /// the wire in headers and in bodies that are text.
-pub(crate) fn client_placeholders(settings: &Settings) -> Placeholders {
+pub(crate) fn client_placeholders(settings: &Speaking) -> Placeholders {
     let mut p = base_placeholders(settings);
     let m = &settings.mapping;
     set_tool_names(
@@ -182,7 +182,7 @@ fn set_prompt_names(p: &mut Placeholders, denied: &str) {
 pub async fn run_case(
     case: &Case,
     endpoint: &Endpoint,
-    settings: &Settings,
+    settings: &Speaking,
     witness: Option<&WitnessView>,
     watch: Option<&super::procfs::Watch>,
     check_alive: bool,
@@ -269,7 +269,7 @@ pub(crate) fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
 
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
 /// Returns the body as the runner reads it (a plain JSON reading), when it can.
-fn note_request(obs: &mut Observation, body: &Body, settings: &Settings) -> Option<Value> {
+fn note_request(obs: &mut Observation, body: &Body, settings: &Speaking) -> Option<Value> {
     obs.expects_response = true;
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
     obs.request_extent = Some(super::Extent::of(&bytes));
@@ -334,9 +334,9 @@ fn lenient_reading(body: &Body) -> Option<Value> {
 }
 
 /// What `{{meta}}` stands for: the modern `_meta` in a modern lane, else an empty object.
-fn meta_placeholder(settings: &Settings) -> Value {
-    if settings.spec_version.is_modern() {
-        versions::request_meta(settings.spec_version)
+fn meta_placeholder(settings: &Speaking) -> Value {
+    if settings.version.is_modern() {
+        versions::request_meta(settings.version)
     } else {
         json!({})
     }
@@ -356,7 +356,7 @@ const LEARNED: &[&str] = &[
 
 /// The `_meta` the case's request carries as the runner gives it: the modern lane's (added to
 /// a case with the usual setup), else the `{{meta}}` placeholder's where the case writes it.
-fn meta_sent(case: &Case, settings: &Settings) -> Option<Value> {
+fn meta_sent(case: &Case, settings: &Speaking) -> Option<Value> {
     if let Some(version) = modern_setup(case, settings) {
         return Some(versions::request_meta(version));
     }
@@ -371,9 +371,9 @@ fn meta_sent(case: &Case, settings: &Settings) -> Option<Value> {
 /// The modern version this case speaks, if the lane is modern and the case wants the runner's
 /// usual setup (`session: initialized`): then the runner gives every request the per-request
 /// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
-fn modern_setup(case: &Case, settings: &Settings) -> Option<Version> {
-    (settings.spec_version.is_modern() && case.spec.session == SessionMode::Initialized)
-        .then_some(settings.spec_version)
+fn modern_setup(case: &Case, settings: &Speaking) -> Option<Version> {
+    (settings.version.is_modern() && case.spec.session == SessionMode::Initialized)
+        .then_some(settings.version)
 }
 
 /// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
@@ -384,7 +384,7 @@ fn case_body(
     ph: &Placeholders,
     spec: Option<&BodySpec>,
     modern: Option<Version>,
-    settings: &Settings,
+    settings: &Speaking,
     caller: Option<Caller>,
 ) -> Body {
     let mapped = !settings.mapping.is_direct();
@@ -416,7 +416,7 @@ fn case_body(
 }
 
 /// The settings the case's handshake uses: its own `handshake_version`, when it names one.
-fn handshake_settings(case: &Case, settings: &Settings) -> Settings {
+fn handshake_settings(case: &Case, settings: &Speaking) -> Speaking {
     match case.spec.handshake_version {
         Some(v) => settings.speaking(v),
         None => settings.clone(),
@@ -440,8 +440,8 @@ fn server_name(result: &Value) -> Option<String> {
 
 /// The request the runner's alive probe and stdio barrier send: `ping`, which 2026-07-28
 /// removed; there `server/discover`, which every modern server must implement.
-fn liveness_method(settings: &Settings) -> &'static str {
-    if settings.spec_version.is_modern() {
+fn liveness_method(settings: &Speaking) -> &'static str {
+    if settings.version.is_modern() {
         "server/discover"
     } else {
         "ping"
@@ -449,13 +449,13 @@ fn liveness_method(settings: &Settings) -> &'static str {
 }
 
 /// The alive probe's call of the allowed tool (`"alive_probe": "downstream"`).
-fn probe_call(settings: &Settings) -> Value {
+fn probe_call(settings: &Speaking) -> Value {
     allowed_call(settings, PROBE_CALL_ID, "gauntlet-alive")
 }
 
 /// A runner-made call of the allowed tool with `text` (id `id`): spelled through the call
 /// mapping, with the run's identity arguments, in the lane's era.
-fn allowed_call(settings: &Settings, id: &str, text: &str) -> Value {
+fn allowed_call(settings: &Speaking, id: &str, text: &str) -> Value {
     let mut arguments = serde_json::Map::new();
     arguments.insert(settings.allowed_arg.clone(), json!(text));
     let (name, arguments) = settings
@@ -466,8 +466,8 @@ fn allowed_call(settings: &Settings, id: &str, text: &str) -> Value {
     if let Some(identity) = &settings.identity {
         identity.add_arguments(&mut m, None);
     }
-    if settings.spec_version.is_modern() {
-        versions::add_meta(&mut m, settings.spec_version);
+    if settings.version.is_modern() {
+        versions::add_meta(&mut m, settings.version);
     }
     m
 }
@@ -487,10 +487,10 @@ fn probe_call_answered(answer: &Value) -> Result<(), String> {
 }
 
 /// A runner-made request (ping, initialize) in the lane's era.
-fn own_request(settings: &Settings, id: &str, method: &str) -> Value {
+fn own_request(settings: &Speaking, id: &str, method: &str) -> Value {
     let mut m = json!({"jsonrpc": "2.0", "id": id, "method": method});
-    if settings.spec_version.is_modern() {
-        versions::add_meta(&mut m, settings.spec_version);
+    if settings.version.is_modern() {
+        versions::add_meta(&mut m, settings.version);
     }
     m
 }

@@ -5,7 +5,7 @@ use super::http_request::{http_handshake, http_messages, post_json, standard_hea
 use super::*;
 
 /// A fresh handshake and a ping: does the endpoint still answer?
-pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+pub(super) async fn http_probe(url: &HttpUrl, settings: &Speaking) -> (bool, Option<String>) {
     let ping = own_request(settings, PROBE_ID, liveness_method(settings));
     match probe_exchange(url, settings, &ping, PROBE_ID).await {
         Ok((_, answers)) if answers.iter().any(|m| m.get("result").is_some()) => (true, None),
@@ -20,7 +20,7 @@ pub(super) async fn http_probe(url: &HttpUrl, settings: &Settings) -> (bool, Opt
 
 /// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the ping: a
 /// call of the allowed tool in a session of its own, which must come back with a result.
-async fn http_probe_call(url: &HttpUrl, settings: &Settings) -> (bool, Option<String>) {
+async fn http_probe_call(url: &HttpUrl, settings: &Speaking) -> (bool, Option<String>) {
     let call = probe_call(settings);
     let why = match probe_exchange(url, settings, &call, PROBE_CALL_ID).await {
         Ok((_, answers)) if answers.iter().any(|m| probe_call_answered(m).is_ok()) => {
@@ -53,12 +53,12 @@ enum ProbeFailed {
 /// deadline: the HTTP status and the answers with `id`.
 async fn probe_exchange(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     message: &Value,
     id: &str,
 ) -> Result<(u16, Vec<Value>), ProbeFailed> {
     let deadline = Instant::now() + settings.probe_timeout;
-    let hs = if settings.spec_version.is_modern() {
+    let hs = if settings.version.is_modern() {
         None
     } else {
         let hs = http_handshake(url, settings, deadline).await.map_err(|e| {
@@ -84,7 +84,7 @@ async fn probe_exchange(
 /// the session its handshake opened (and the first client's mark, in a `clients` case).
 pub(super) fn learned_placeholders(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     hs: Option<&Handshake>,
     mark: Option<&String>,
 ) -> Placeholders {
@@ -109,7 +109,7 @@ pub(super) fn learned_placeholders(
 pub(super) async fn run_http(
     case: &Case,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
@@ -187,7 +187,7 @@ pub(super) async fn alive_probe(
     obs: &mut Observation,
     case: &Case,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
 ) {
     let (mut alive, mut detail) = http_probe(url, settings).await;
     if alive && case.spec.alive_probe == crate::case::AliveProbe::Downstream {

@@ -76,7 +76,7 @@ impl SseSession {
     /// nothing elsewhere).
     pub(crate) async fn open(
         url: &HttpUrl,
-        settings: &Settings,
+        settings: &Speaking,
         deadline: Instant,
     ) -> Result<SseSession, SseOpenError> {
         let mut headers = vec![
@@ -163,7 +163,7 @@ impl SseSession {
     /// POST a runner-made message to the message URL: its status, when it was answered.
     async fn post_own(
         &self,
-        settings: &Settings,
+        settings: &Speaking,
         message: &Value,
         deadline: Instant,
     ) -> Result<u16, String> {
@@ -225,11 +225,11 @@ impl SseSession {
     /// `notifications/initialized`. The version agreed, or why it failed.
     pub(crate) async fn handshake(
         &mut self,
-        settings: &Settings,
+        settings: &Speaking,
         deadline: Instant,
     ) -> Result<String, String> {
         let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-            "params": {"protocolVersion": settings.spec_version, "capabilities": {},
+            "params": {"protocolVersion": settings.version, "capabilities": {},
                        "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
         match self.post_own(settings, &init, deadline).await {
             Ok(s) if (200..300).contains(&s) => {}
@@ -249,7 +249,7 @@ impl SseSession {
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
-            .map_or_else(|| settings.spec_version.to_string(), str::to_string);
+            .map_or_else(|| settings.version.to_string(), str::to_string);
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         // Its answer does not matter to the handshake; a failure shows in the case itself.
         let _ = self.post_own(settings, &note, deadline).await;
@@ -259,7 +259,7 @@ impl SseSession {
     /// After an accepted POST of the case: a barrier `ping` whose answer closes what belongs to
     /// the case, a settle window when the case's request is still unanswered then, and what
     /// was heard written into `obs`.
-    async fn attribute(&mut self, obs: &mut Observation, settings: &Settings, deadline: Instant) {
+    async fn attribute(&mut self, obs: &mut Observation, settings: &Speaking, deadline: Instant) {
         let barrier = own_request(settings, BARRIER_ID, "ping");
         let posted = self.post_own(settings, &barrier, deadline).await;
         let mut heard = match posted {
@@ -353,7 +353,7 @@ fn resolve_endpoint(stream: &HttpUrl, endpoint: &str) -> Result<HttpUrl, SseOpen
 pub(super) async fn run_sse(
     case: &Case,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
@@ -435,7 +435,7 @@ async fn unread(
     wire: &Wire,
     case: &Case,
     (url, watch): (&HttpUrl, Option<&Watch>),
-    settings: &Settings,
+    settings: &Speaking,
     check_alive: bool,
 ) -> Observation {
     let posts = case.spec.sse.as_ref().and_then(|s| s.posts);
@@ -472,7 +472,7 @@ async fn unread(
 async fn ready(
     case: &Case,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     mark: Option<String>,
     deadline: Instant,
 ) -> Result<(SseSession, Placeholders), Unready> {
@@ -526,7 +526,7 @@ fn elsewhere(obs: &mut Observation, case: &Case, endpoint: String) {
 fn case_wire(
     case: &Case,
     session: &SseSession,
-    settings: &Settings,
+    settings: &Speaking,
     ph: &Placeholders,
     obs: &mut Observation,
 ) -> Wire {
@@ -605,7 +605,7 @@ async fn other_clients(
     case: &Case,
     url: &HttpUrl,
     marks: &[String],
-    settings: &Settings,
+    settings: &Speaking,
     deadline: Instant,
 ) -> Vec<Result<OtherClient, String>> {
     let mut out = Vec::new();
@@ -724,7 +724,7 @@ fn post_seen(resp: &HttpResponse) -> HttpSeen {
 
 /// The alive probe over the transport: a fresh session (stream and handshake) and a `ping` (and
 /// for `"alive_probe": "downstream"` a call of the allowed tool) answered on its stream.
-async fn sse_alive_probe(obs: &mut Observation, case: &Case, url: &HttpUrl, settings: &Settings) {
+async fn sse_alive_probe(obs: &mut Observation, case: &Case, url: &HttpUrl, settings: &Speaking) {
     let ping = own_request(settings, PROBE_ID, "ping");
     let (mut alive, mut detail) = match sse_request(url, settings, &ping, PROBE_ID).await {
         Ok(answer) if answer.get("result").is_some() => (true, None),
@@ -755,7 +755,7 @@ async fn sse_alive_probe(obs: &mut Observation, case: &Case, url: &HttpUrl, sett
 /// stream, or why none came.
 pub(crate) async fn sse_request(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     message: &Value,
     id: &str,
 ) -> Result<Value, String> {

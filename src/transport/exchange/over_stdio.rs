@@ -18,7 +18,7 @@ pub(super) struct StdioTarget<'a> {
 pub(super) async fn run_stdio(
     case: &Case,
     target: &StdioTarget<'_>,
-    settings: &Settings,
+    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
@@ -140,13 +140,13 @@ fn case_log(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 pub(super) async fn handshake(
     proc: &mut StdioProcess,
     case: &Case,
-    settings: &Settings,
+    settings: &Speaking,
     deadline: Instant,
     lines: &mut Vec<Line>,
     ph: &mut Placeholders,
 ) -> Result<(), String> {
     let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-        "params": {"protocolVersion": handshake_settings(case, settings).spec_version,
+        "params": {"protocolVersion": handshake_settings(case, settings).version,
                    "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
     proc.send(line_body(&init)).await;
@@ -205,7 +205,7 @@ async fn drain_to_exit(
 /// answer is the case's, and its answer is the alive probe. Whether it was answered.
 async fn barrier(
     proc: &mut StdioProcess,
-    settings: &Settings,
+    settings: &Speaking,
     deadline: Instant,
     check_alive: bool,
     lines: &mut Vec<Line>,
@@ -224,7 +224,7 @@ async fn barrier(
             // A legacy `ping` must succeed; a modern barrier (`server/discover`) may be
             // refused by a dual-era server whose process the case opened in the legacy era,
             // and an answer with the barrier's id still shows the transport alive.
-            let ok = a.get("result").is_some() || settings.spec_version.is_modern();
+            let ok = a.get("result").is_some() || settings.version.is_modern();
             obs.alive = check_alive.then_some(ok);
             if !ok {
                 obs.alive_detail = Some(format!("the ping after the case was answered with {a}"));
@@ -254,7 +254,7 @@ async fn barrier(
 /// The downstream part of the alive probe (`"alive_probe": "downstream"`), after the barrier's
 /// ping: a call of the allowed tool on the same process, which must come back with a result
 /// within the probe deadline.
-async fn probe_downstream(proc: &mut StdioProcess, settings: &Settings, obs: &mut Observation) {
+async fn probe_downstream(proc: &mut StdioProcess, settings: &Speaking, obs: &mut Observation) {
     let deadline = Instant::now() + settings.probe_timeout;
     proc.send(line_body(&probe_call(settings))).await;
     let why = match read_until_answer(proc, PROBE_CALL_ID, deadline).await {
@@ -286,7 +286,7 @@ fn is_answer(line: &Line) -> bool {
 async fn settle(
     proc: &mut StdioProcess,
     target: &StdioTarget<'_>,
-    settings: &Settings,
+    settings: &Speaking,
     body_len: u64,
     deadline: Instant,
     lines: &mut Vec<Line>,

@@ -134,7 +134,7 @@ impl Probe {
 /// [`Probe::unclear`], never counted as not offered.
 /// The probe of an HTTP+SSE stream: whether `initialize` for 2024-11-05 (the transport's one
 /// version) is answered with it on the stream, tried as often as any version's probe.
-pub(crate) async fn probe_sse(endpoint: &Endpoint, settings: &Settings) -> Probe {
+pub(crate) async fn probe_sse(endpoint: &Endpoint, settings: &Speaking) -> Probe {
     let mut out = Probe::default();
     let sse = settings.speaking(versions::SSE);
     let mut answer = Heard::Nothing;
@@ -186,7 +186,7 @@ impl Probe {
     }
 }
 
-pub async fn probe(endpoint: &Endpoint, settings: &Settings) -> Probe {
+pub async fn probe(endpoint: &Endpoint, settings: &Speaking) -> Probe {
     let mut out = Probe::default();
     let modern = settings.speaking(versions::NEWEST);
     for &v in versions::KNOWN.iter().filter(|v| !v.is_modern()) {
@@ -271,7 +271,7 @@ enum Heard {
 }
 
 /// One `initialize` for the version of `settings`, on a fresh connection or process.
-async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
+async fn legacy_probe(endpoint: &Endpoint, settings: &Speaking) -> Heard {
     match endpoint {
         Endpoint::Http(url) => {
             let deadline = Instant::now() + settings.probe_timeout;
@@ -282,7 +282,7 @@ async fn legacy_probe(endpoint: &Endpoint, settings: &Settings) -> Heard {
             }
         }
         Endpoint::Stdio { command, .. } => {
-            let init = initialize_request(settings.spec_version);
+            let init = initialize_request(settings.version);
             let Some(answer) = stdio_probe(command, &init, INIT_ID, settings.probe_timeout).await
             else {
                 return Heard::Nothing;
@@ -329,7 +329,7 @@ fn discovered_by(messages: &[Value]) -> (Vec<Version>, Option<String>) {
 /// it answered without a list) and the server it names, or `None` when nothing answered.
 async fn discover_probe(
     endpoint: &Endpoint,
-    modern: &Settings,
+    modern: &Speaking,
 ) -> Option<(Vec<Version>, Option<String>)> {
     let discover = own_request(modern, DISCOVER_ID, "server/discover");
     match endpoint {
@@ -396,19 +396,19 @@ pub(super) async fn stdio_probe(
 /// The order probe (see `pacing`): a fresh process of `command` gets, four times, a
 /// `tools/call` of the allowed tool and a barrier request in one write, and is watched for which
 /// it answers first and how long the pair takes. Spoken in the version of `settings`.
-pub(crate) async fn order_probe(command: &str, settings: &Settings) -> Probed {
+pub(crate) async fn order_probe(command: &str, settings: &Speaking) -> Probed {
     const ROUNDS: usize = 4;
     let Some((mut proc, log)) = start_probe(command) else {
         return Probed::UNKNOWN;
     };
     let deadline = Instant::now() + settings.probe_timeout;
-    let modern = settings.spec_version.is_modern();
+    let modern = settings.version.is_modern();
     let mut order = Order::Unknown;
     let mut pace = Duration::ZERO;
     let ready = if modern {
         true
     } else {
-        proc.send(line_body(&initialize_request(settings.spec_version)))
+        proc.send(line_body(&initialize_request(settings.version)))
             .await;
         let (answer, _, _) = read_until_answer(&mut proc, INIT_ID, deadline).await;
         proc.send(line_body(

@@ -67,7 +67,7 @@ pub(super) async fn run_series(
     case: &Case,
     series: &SeriesSpec,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
@@ -124,7 +124,7 @@ pub(super) async fn prepare(
     case: &Case,
     series: &SeriesSpec,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
 ) -> Result<Shared, Box<Observation>> {
     let ended = |set: &dyn Fn(&mut Observation)| {
         let mut obs = Observation::new(crate::case::TransportKind::Http);
@@ -172,7 +172,7 @@ pub(super) async fn prepare(
 }
 
 /// When a series starting now must end: its own budget, or the run's deadline if sooner.
-pub(super) fn budget_end(series: &SeriesSpec, settings: &Settings) -> Instant {
+pub(super) fn budget_end(series: &SeriesSpec, settings: &Speaking) -> Instant {
     let own = Instant::now()
         + series
             .budget_ms
@@ -233,7 +233,7 @@ async fn after(
     sessions: &[String],
     series: &SeriesSpec,
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     pid: Option<u32>,
 ) {
     if let Some(first) = sessions.first() {
@@ -286,7 +286,7 @@ async fn run_baseline(
 /// `close_each`: why the case does not apply when the server does not let clients end their
 /// sessions (a session opened and closed once, its `DELETE` answered 405, as the protocol
 /// allows); `None` when it does, or when that could not be told (the steps will show it).
-async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Settings) -> Option<String> {
+async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Speaking) -> Option<String> {
     let by = settings.case_ends(case);
     let hs = http_handshake(url, &handshake_settings(case, settings), by)
         .await
@@ -303,7 +303,7 @@ async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Settings) -> Opti
 pub(super) fn steps_forwarded(
     events: Vec<Event>,
     steps_method: Option<&str>,
-    settings: &Settings,
+    settings: &Speaking,
     pinged: usize,
 ) -> Vec<Event> {
     let own = liveness_method(settings);
@@ -336,7 +336,7 @@ pub(super) fn steps_forwarded(
 /// with an exploded variable (`{/path*}`) preferred; `None` when it lists none.
 async fn template_prefix(
     url: &HttpUrl,
-    settings: &Settings,
+    settings: &Speaking,
     hs: Option<&Handshake>,
     deadline: Instant,
 ) -> Option<String> {
@@ -373,7 +373,7 @@ pub(super) struct Shared {
     pub(super) case: Case,
     pub(super) series: SeriesSpec,
     pub(super) url: HttpUrl,
-    settings: Settings,
+    settings: Speaking,
     hs: Option<Handshake>,
     /// What `series.discover` learned, for every step's placeholders.
     learned: Vec<(&'static str, String)>,
@@ -595,14 +595,14 @@ pub(super) async fn sample_while(pid: u32, steps: Arc<Steps>) -> Vec<(u32, ProcS
 }
 
 /// A `ping` on a session of its own every [`PING_EVERY`] while the steps run.
-pub(super) async fn ping_while(url: HttpUrl, settings: Settings, steps: Arc<Steps>) -> Pings {
+pub(super) async fn ping_while(url: HttpUrl, settings: Speaking, steps: Arc<Steps>) -> Pings {
     let (mut times, mut failures, mut refusals) = (Vec::new(), Vec::new(), Vec::new());
     let ping = own_request(&settings, PROBE_ID, liveness_method(&settings));
     let mut hs: Option<Handshake> = None;
     while !steps.stop.load(Ordering::SeqCst) {
         let begun = Instant::now();
         let deadline = begun + settings.probe_timeout.max(Duration::from_secs(10));
-        if hs.is_none() && !settings.spec_version.is_modern() {
+        if hs.is_none() && !settings.version.is_modern() {
             match http_handshake(&url, &settings, deadline).await {
                 Ok(h) => hs = Some(h),
                 Err(TransportError::Handshake(why)) => {
@@ -655,10 +655,10 @@ pub(super) struct Pings {
 }
 
 /// The status a request naming `session` gets: `POST` a ping in it, or `DELETE` it.
-async fn session_status(url: &HttpUrl, settings: &Settings, session: &str, method: &str) -> u16 {
+async fn session_status(url: &HttpUrl, settings: &Speaking, session: &str, method: &str) -> u16 {
     let hs = Handshake {
         session: Some(session.to_string()),
-        version: settings.spec_version.to_string(),
+        version: settings.version.to_string(),
         server: None,
     };
     let ping = own_request(settings, PROBE_ID, liveness_method(settings));

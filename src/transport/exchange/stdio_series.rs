@@ -24,7 +24,7 @@ pub(super) async fn run_stdio_series(
     case: &Case,
     series: &SeriesSpec,
     target: &StdioTarget<'_>,
-    settings: &Settings,
+    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
@@ -105,7 +105,7 @@ enum Prepared {
 struct OneProcess<'a> {
     proc: StdioProcess,
     case: &'a Case,
-    settings: &'a Settings,
+    settings: &'a Speaking,
     /// The placeholders every step starts from (the handshake's version, what `discover`
     /// learned).
     ph: Placeholders,
@@ -257,9 +257,7 @@ impl OneProcess<'_> {
         self.proc.send(line_body(&ping)).await;
         self.synced += 1;
         match read_until_answer(&mut self.proc, PROBE_ID, deadline).await {
-            (Some(a), _, _) if a.get("result").is_some() || settings.spec_version.is_modern() => {
-                Ok(())
-            }
+            (Some(a), _, _) if a.get("result").is_some() || settings.version.is_modern() => Ok(()),
             (Some(a), _, _) => Err(format!("the ping after the series was answered with {a}")),
             (None, _, Some(e)) if e.is_timeout() => {
                 Err("the ping after the series was not answered before the deadline".into())
