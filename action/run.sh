@@ -109,7 +109,7 @@ esac
 # A run that never reached its trials wrote no summary: say why, with the end of its stderr.
 if [ ! -f "$report" ] && [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
   case "$outcome" in
-    untestable) why="the target could not be tested (exit 4): it never started, accepted no connection, its command was not found, or it answered the version probe in no way MCP does" ;;
+    untestable) why="the target could not be tested (exit 4): it never started, accepted no connection, its command was not found, or it answered the version probe in no way MCP does, or no trial selected applies to it" ;;
     usage) why="the command line was not understood (exit 2)" ;;
     setup-failed) why="the suite's own inputs are wrong (exit 3): a case file, the baseline, or an output path" ;;
     *) why="the run ended with exit code $code before writing its reports" ;;

@@ -12,7 +12,8 @@ pub const USAGE: u8 = 2;
 pub const SETUP_FAILED: u8 = 3;
 /// The target could not be tested: it never started (a gate the runner starts), nothing
 /// accepts connections at its URL, its command cannot be found, or the version probe found
-/// nothing it speaks (and `--spec` did not name versions). No trial ran.
+/// nothing it speaks (and `--spec` did not name versions). No trial ran. Also a run whose every
+/// selected trial was not applicable to the target (a filter of gate cases against a server).
 pub const UNTESTABLE: u8 = 4;
 /// The target died during the run and was not brought back (no `--restart-cmd`, or it did not
 /// bring the target back): the trials

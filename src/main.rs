@@ -1025,6 +1025,8 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
         exit::INCOMPLETE
     } else if outcome.failed {
         exit::CASES_FAILED
+    } else if outcome.tested_nothing {
+        exit::UNTESTABLE
     } else {
         exit::SUCCESS
     })

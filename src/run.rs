@@ -103,6 +103,9 @@ pub struct RunOutcome {
     /// Trials not run because their target died and was not brought back: why (`not run: the
     /// target stopped accepting connections after [lane] case`), and how many.
     pub not_run: Vec<(String, usize)>,
+    /// Every trial the run selected was not applicable to the target (a filter of gate-profile
+    /// cases against a server, say): nothing was tested, which is not a pass.
+    pub tested_nothing: bool,
 }
 
 /// Parse `--header 'Name: value'`.
@@ -203,6 +206,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         .iter()
         .map(|(why, n)| (why.clone(), *n))
         .collect();
+    let tested_nothing = !listing && tested_nothing(&records);
     if !listing {
         say_end(&end_text(&records, &not_run, &opts, &shared), &opts)?;
     }
@@ -229,7 +233,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         failed: conclusion.has_failed(),
         records,
         not_run,
+        tested_nothing,
     })
+}
+
+/// Whether trials were selected and none of them applied (each not applicable, none run).
+fn tested_nothing(records: &[Record]) -> bool {
+    !records.is_empty() && records.iter().all(|r| r.verdict == TrialVerdict::Skip)
 }
 
 /// The live counter of a quiet run (drawn only on a terminal), over the trials libtest will run.
@@ -356,6 +366,12 @@ fn end_text(
         out.push_str(&format!(
             "incomplete: {n} trial{} {why}, which was not brought back\n",
             if *n == 1 { " was" } else { "s were" }
+        ));
+    }
+    if tested_nothing(records) {
+        out.push_str(&format!(
+            "nothing was tested: each of the {} trials selected is not applicable to this target (its profile, transport, versions or credentials)\n",
+            records.len()
         ));
     }
     out

@@ -242,6 +242,30 @@ fn a_target_that_cannot_be_tested_has_its_own_code() {
     }
 }
 
+/// A run whose every trial is not applicable (gate cases against a server) tested nothing: it
+/// says so and exits as untestable, not as a pass; one applicable family beside them passes.
+#[test]
+fn a_run_of_only_inapplicable_trials_is_not_a_pass() {
+    let w = HttpWitness::start(&[], None);
+    let run = |filters: &[&str]| {
+        Command::new(bin())
+            .args(["run", "--http", &w.url, "--spec", "2025-11-25", "--"])
+            .args(filters)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["canonical/"]);
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(exit::UNTESTABLE)),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing was tested"));
+    let out = run(&["canonical/", "batch/"]);
+    assert_eq!(out.status.code(), Some(i32::from(exit::SUCCESS)));
+}
+
 /// An HTTP server that is not an MCP server (every request answered 404) gives the version
 /// probe nothing it speaks: not tested (exit 4), unless the versions are named, when the cases
 /// run and fail (exit 1).

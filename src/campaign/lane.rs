@@ -201,6 +201,8 @@ pub(crate) fn run_lane(
             ];
             let outcome = if !o.not_run.is_empty() {
                 LaneOutcome::Incomplete
+            } else if o.tested_nothing {
+                LaneOutcome::Untestable
             } else if o.failed {
                 LaneOutcome::Differs
             } else {

@@ -3,12 +3,14 @@
 //! parser positions, and any secret the user passed with `--header`.
 //!
 //! Not every hit weighs the same (REQUIREMENTS.md A26). What tells an attacker about the
-//! program (a stack trace, a path, an exception class, a credential) is information exposure
-//! and fails on any target. What only points back into the client's own input (a parser
-//! position inside the body the client sent, a validation library's text about it) is info on
-//! a server and fails only where error texts are specified (the reference gate's table, and
-//! `--strict`). The rest (an HTML error page, a parser position that points past the body)
-//! warns on a server and fails on a gate, as before.
+//! program (a stack trace, a source line, a path, a qualified Java or .NET exception, a
+//! credential) is information exposure and fails on any target. What only points back into the
+//! client's own input (a parser position inside the body the client sent, a validation
+//! library's text about it), or only names the kind of error (`TypeError: argument string is
+//! required`: an exception class alone, no frame, no path), is info on a server and fails only
+//! where error texts are specified (the reference gate's table, and `--strict`); beside a frame
+//! or a path, those fail as exposure anyway. The rest (an HTML error page, a parser position
+//! that points past the body) warns on a server and fails on a gate, as before.
 
 use crate::transport::Extent;
 use std::sync::OnceLock;
@@ -18,6 +20,8 @@ use std::sync::OnceLock;
 pub(crate) enum Weight {
     /// About the client's own input: info on a server.
     Echo,
+    /// The kind of error only (an exception class name): info on a server.
+    Name,
     /// Internal detail that is not yet exposure: warns on a server.
     Detail,
     /// Information exposure (CWE-209): fails on every target.
@@ -54,7 +58,7 @@ const PATTERNS: &[(&str, Weight, &str)] = &[
     ),
     (
         "an exception class name",
-        Weight::Exposure,
+        Weight::Name,
         r"\b[A-Z][A-Za-z]+(Error|Exception): ",
     ),
     (
@@ -229,9 +233,9 @@ impl super::Judge<'_> {
             Weight::Exposure => super::Status::Fail,
             Weight::Detail if gate || strict => super::Status::Fail,
             Weight::Detail => super::Status::Warn,
-            Weight::Echo if strict => super::Status::Fail,
-            Weight::Echo if gate => super::Status::Warn,
-            Weight::Echo => super::Status::Pass,
+            Weight::Echo | Weight::Name if strict => super::Status::Fail,
+            Weight::Echo | Weight::Name if gate => super::Status::Warn,
+            Weight::Echo | Weight::Name => super::Status::Pass,
         };
         // One finding per status, worst first: each names every kind that weighs that much.
         let mut statuses: Vec<super::Status> = hits.iter().map(|h| status_of(h.weight)).collect();
@@ -248,7 +252,14 @@ impl super::Judge<'_> {
                 .collect::<Vec<_>>()
                 .join(", ");
             let message = if status == super::Status::Pass {
-                format!("the answer carries {names}: it only points back into the client's own input (info)")
+                let why = if group.iter().all(|h| h.weight == Weight::Name) {
+                    "it names the kind of error, nothing of where in the program"
+                } else if group.iter().any(|h| h.weight == Weight::Name) {
+                    "it names the kind of error and points back into the client's own input"
+                } else {
+                    "it only points back into the client's own input"
+                };
+                format!("the answer carries {names}: {why} (info)")
             } else if group.iter().any(|h| h.weight == Weight::Exposure) {
                 format!("the answer exposes {names} (information exposure, CWE-209)")
             } else {
@@ -280,7 +291,7 @@ mod tests {
                 "a JavaScript stack frame",
                 Weight::Exposure,
             ),
-            ("SyntaxError: Unexpected token", "an exception class name", Weight::Exposure),
+            ("SyntaxError: Unexpected token", "an exception class name", Weight::Name),
             ("<!DOCTYPE html><title>500</title>", "an HTML error page", Weight::Detail),
             ("open /etc/mcp/policy.json failed", "a file-system path", Weight::Exposure),
             (

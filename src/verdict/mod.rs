@@ -1371,6 +1371,13 @@ mod tests {
         let v = judge(&c, &trace, &server);
         assert_eq!(checks(&v, Status::Fail), ["leak"], "{v:?}");
         assert!(v.findings[0].message.contains("CWE-209"), "{v:?}");
+        // An exception class alone names the kind of error, nothing of the program: a note on
+        // a server, a failure where error texts are specified.
+        let named = refusal("TypeError: argument string is required");
+        let v = judge(&c, &named, &server);
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        assert_eq!(checks(&v, Status::Pass), ["leak"], "{v:?}");
+        assert_eq!(judge(&c, &named, &strict).status, Status::Fail);
         // An offset past the client's body is internal detail: a warning on a server.
         let past = refusal("expected value at line 40 column 2");
         assert_eq!(judge(&c, &past, &server).status, Status::Warn);
