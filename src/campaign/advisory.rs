@@ -167,12 +167,7 @@ pub(crate) fn run(
         seconds: started.elapsed().as_secs(),
     };
     let text = serde_json::to_string_pretty(&record).expect("an advisory record serializes") + "\n";
-    let partial = at(".advisory.json.partial");
-    let written = std::fs::write(&partial, text)
-        .and_then(|()| std::fs::rename(&partial, at(".advisory.json")));
-    if let Err(e) = written {
-        eprintln!("cannot write {}: {e}", at(".advisory.json").display());
-    }
+    super::lane::write_whole(&at(".advisory.json"), &text);
     record
 }
 

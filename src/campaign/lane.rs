@@ -230,13 +230,19 @@ pub(crate) fn run_lane(
         counts,
     };
     let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
-    // Whole or not at all: a record is what says the lane is done.
-    let written = std::fs::write(at(".lane.json.partial"), text)
-        .and_then(|()| std::fs::rename(at(".lane.json.partial"), at(".lane.json")));
-    if let Err(e) = written {
-        eprintln!("cannot write {}: {e}", at(".lane.json").display());
-    }
+    write_whole(&at(".lane.json"), &text);
     record
+}
+
+/// Write a record whole or not at all (under a temporary name, then renamed): a record is what
+/// says a run is done. A record that cannot be written is said on stderr; the run is redone.
+pub(crate) fn write_whole(path: &Path, text: &str) {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
+    if let Err(e) = written {
+        eprintln!("cannot write {}: {e}", path.display());
+    }
 }
 
 /// Where a run of a lane writes: its report (as it is written), JUnit and log.
