@@ -548,6 +548,10 @@ struct CampaignArgs {
     /// campaign: every lane, every case).
     #[arg(long, value_name = "FILE")]
     matrix: Option<PathBuf>,
+    /// Also write the ecosystem pages into DIR (README.md, packages/NAME.md): a survey of
+    /// packages without baselines, whose failures are findings, not a failed campaign.
+    #[arg(long, value_name = "DIR")]
+    ecosystem: Option<PathBuf>,
     /// libtest arguments for every lane: filters, `--skip`.
     #[arg(last = true)]
     libtest: Vec<String>,
@@ -566,6 +570,9 @@ enum CampaignCommand {
         /// Also write the Markdown to FILE (its HTML beside it).
         #[arg(long, value_name = "FILE")]
         matrix: Option<PathBuf>,
+        /// Also write the ecosystem pages into DIR (as `campaign --ecosystem`).
+        #[arg(long, value_name = "DIR")]
+        ecosystem: Option<PathBuf>,
         /// The shards' folders.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
@@ -1152,15 +1159,26 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
         targets,
         out,
         matrix,
+        ecosystem,
         dirs,
     }) = args.merge
     {
-        return campaign_merge(&targets, &out, matrix.as_deref(), &dirs);
+        return campaign_merge(
+            &targets,
+            &out,
+            matrix.as_deref(),
+            ecosystem.as_deref(),
+            &dirs,
+        );
     }
     let (Some(targets), Some(out)) = (args.targets, args.out) else {
         return Ok(exit::USAGE);
     };
     let started = std::time::Instant::now();
+    let survey = args.ecosystem.is_some();
+    let ecosystem = args
+        .ecosystem
+        .map(|dir| (dir, campaign::Provenance::here(shown_command())));
     let outcome = campaign::run(&campaign::CampaignOptions {
         targets,
         out,
@@ -1174,14 +1192,27 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
         libtest_args: args.libtest,
         matrix: args.matrix,
         self_exe: std::env::current_exe().ok(),
+        ecosystem,
     })?;
     print!("{}", outcome.summary(started.elapsed().as_secs()));
     if let Some(m) = &outcome.matrix {
         println!("matrix: {} ({} columns)", m.markdown.display(), m.columns);
     }
+    if let Some(e) = &outcome.ecosystem {
+        println!(
+            "ecosystem: {} ({} packages; {} lanes tested, {} could not be)",
+            e.index.display(),
+            e.packages,
+            e.tested,
+            e.untested
+        );
+    }
     Ok(if outcome.tested_nothing() {
         println!("campaign: nothing was tested");
         exit::UNTESTABLE
+    } else if survey && outcome.ecosystem.is_some() {
+        // A survey's failures are its findings: the campaign did its job when the pages are.
+        exit::SUCCESS
     } else if outcome.passed() {
         exit::SUCCESS
     } else {
@@ -1189,17 +1220,35 @@ fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// This command line as a reader would type it again: `mcp-gauntlet` for the program, wherever
+/// it was run from.
+fn shown_command() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        *first = "mcp-gauntlet".to_string();
+    }
+    shell_words::join(args)
+}
+
 /// `campaign merge`: the matrix from several campaign folders.
 fn campaign_merge(
     targets: &std::path::Path,
     out: &std::path::Path,
     matrix: Option<&std::path::Path>,
+    ecosystem: Option<&std::path::Path>,
     dirs: &[PathBuf],
 ) -> anyhow::Result<u8> {
-    let files = mcp_gauntlet::campaign::load_dir(targets)?;
+    use mcp_gauntlet::campaign;
+    let files = campaign::load_dir(targets)?;
     std::fs::create_dir_all(out).with_context(|| format!("cannot make {}", out.display()))?;
-    let m = mcp_gauntlet::campaign::write_matrix(&files, dirs, out, matrix)?;
+    let m = campaign::write_matrix(&files, dirs, out, matrix)?;
     println!("{} columns: {}", m.columns, m.markdown.display());
+    if let Some(dir) = ecosystem {
+        let left_out = targets.join(campaign::ecosystem::LEFT_OUT_FILE);
+        let made = campaign::Provenance::here(shown_command());
+        let e = campaign::write_ecosystem(&files, dirs, Some(&left_out), dir, &made)?;
+        println!("ecosystem: {} ({} packages)", e.index.display(), e.packages);
+    }
     if m.missing.is_empty() {
         return Ok(exit::SUCCESS);
     }
@@ -1213,7 +1262,12 @@ fn campaign_merge(
             ""
         }
     );
-    Ok(exit::INCOMPLETE)
+    // The ecosystem pages list those lanes as could-not-test: written whole all the same.
+    Ok(if ecosystem.is_some() {
+        exit::SUCCESS
+    } else {
+        exit::INCOMPLETE
+    })
 }
 
 fn check_targets(dirs: &[PathBuf]) -> anyhow::Result<u8> {

@@ -89,6 +89,34 @@ fn the_repository_target_files_are_valid_and_name_every_peer() {
             "GHSA-84m7-p3x7-pcfv"
         ]
     );
+    // The ecosystem survey: fifty packages or more from npm and PyPI, none of those kept for
+    // the suite's own checks, each pinned (the checks of `load_dir`), and the left-out list.
+    let survey = campaign::load_dir(&root.join("ecosystem")).expect("every survey file is valid");
+    assert!(survey.len() >= 50, "{} packages", survey.len());
+    for t in &survey {
+        assert!(
+            matches!(t.spec.ecosystem.as_str(), "npm" | "PyPI"),
+            "{}: not from npm or PyPI",
+            t.name
+        );
+        for kept in [
+            "supergateway",
+            "mcp-framework",
+            "agent-mcp-gateway",
+            "mcp-gateway",
+            "mcp-firewall",
+            "mcp-fw",
+        ] {
+            assert_ne!(t.spec.package, kept, "{} is kept for our own checks", t.name);
+        }
+        let npm_kept = ["mcp-proxy", "fastmcp"];
+        assert!(
+            !(t.spec.ecosystem.as_str() == "npm" && npm_kept.contains(&t.spec.package.as_str())),
+            "{} is kept for our own checks",
+            t.name
+        );
+    }
+    assert!(root.join("ecosystem/left-out.md").is_file());
     // The committed schema is the model's.
     let committed = std::fs::read_to_string(root.join("schema.json")).expect("targets/schema.json");
     assert_eq!(

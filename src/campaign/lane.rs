@@ -80,6 +80,15 @@ pub(crate) fn finished(dir: &Path, column: &str) -> Option<LaneRecord> {
     .then_some(r)
 }
 
+/// The record of lane `column` in `dir`, whatever it came to (a lane that could not be tested
+/// has one too, with why).
+pub(crate) fn any_record(dir: &Path, column: &str) -> Option<LaneRecord> {
+    let text = std::fs::read_to_string(dir.join(format!("{column}.lane.json"))).ok()?;
+    serde_json::from_str::<LaneRecord>(&text)
+        .ok()
+        .filter(|r| r.format == LANE_FORMAT)
+}
+
 /// The lane's key (see [`LaneRecord::key`]), taken before it runs.
 pub(crate) fn key(t: &TargetFile, l: &LaneSpec, opts: &CampaignOptions) -> String {
     let mut parts = vec![
@@ -232,6 +241,28 @@ pub(crate) fn run_lane(
     let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
     write_whole(&at(".lane.json"), &text);
     record
+}
+
+/// Record that lane `l` could not be run because its target was not installed (why: a
+/// registry unreachable, an install that failed), so that the pages made from the folder say so.
+pub(crate) fn not_installed(t: &TargetFile, l: &LaneSpec, key: String, why: &str, out: &Path) {
+    let column = t.column(l);
+    let record = LaneRecord {
+        format: LANE_FORMAT.to_string(),
+        target: t.name.clone(),
+        column: column.clone(),
+        package: t.spec.package.clone(),
+        ecosystem: t.spec.ecosystem.as_str().to_string(),
+        release: t.release().to_string(),
+        key,
+        outcome: LaneOutcome::Untestable,
+        detail: Some(format!("not installed: {why}")),
+        seconds: 0,
+        counts: [0; 5],
+    };
+    let _ = std::fs::remove_file(out.join(format!("{column}.json")));
+    let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
+    write_whole(&out.join(format!("{column}.lane.json")), &text);
 }
 
 /// Write a record whole or not at all (under a temporary name, then renamed): a record is what

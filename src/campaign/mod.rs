@@ -12,6 +12,7 @@
 //! name instead, and the rows make the advisory table (`OUT/advisories.md`).
 
 pub mod advisory;
+pub mod ecosystem;
 pub mod file;
 pub mod install;
 mod lane;
@@ -19,6 +20,7 @@ pub mod load;
 mod matrix;
 
 pub use advisory::AdvisoryRecord;
+pub use ecosystem::{write_ecosystem, EcosystemFiles, Provenance};
 pub use file::{schema_json, LaneKind, LaneSpec, Role, Shown, TargetFile};
 pub use install::{InstallError, Installed};
 pub use lane::{LaneOutcome, LaneRecord};
@@ -79,6 +81,8 @@ pub struct CampaignOptions {
     pub matrix: Option<PathBuf>,
     /// This program (`{gauntlet}` in commands, and the embedded default's stdio witness).
     pub self_exe: Option<PathBuf>,
+    /// Also write the ecosystem pages here (see [`ecosystem`]), made as this says.
+    pub ecosystem: Option<(PathBuf, Provenance)>,
 }
 
 /// One lane to run: its target and which of its lanes.
@@ -167,6 +171,8 @@ pub struct CampaignOutcome {
     pub advisories: Vec<AdvisoryRecord>,
     /// Where the matrix was written (only when every lane of the folder has a report here).
     pub matrix: Option<MatrixFiles>,
+    /// Where the ecosystem pages were written, when asked for.
+    pub ecosystem: Option<EcosystemFiles>,
 }
 
 impl CampaignOutcome {
@@ -305,6 +311,16 @@ pub fn run(opts: &CampaignOptions) -> Result<CampaignOutcome, CampaignError> {
             opts.matrix.as_deref().filter(|_| full),
         )?);
     }
+    if let Some((dir, made)) = &opts.ecosystem {
+        let left_out = opts.targets.join(ecosystem::LEFT_OUT_FILE);
+        outcome.ecosystem = Some(write_ecosystem(
+            &targets,
+            std::slice::from_ref(&opts.out),
+            Some(&left_out),
+            dir,
+            made,
+        )?);
+    }
     Ok(outcome)
 }
 
@@ -419,16 +435,23 @@ fn run_target(
     if todo.is_empty() {
         return;
     }
+    let not_installed = |why: &str, todo: Vec<(&LaneSpec, String)>| {
+        for (l, key) in todo {
+            lane::not_installed(t, l, key, why, &opts.out);
+        }
+    };
     let env = match install::install(t, &opts.cache) {
         Ok(Installed::At(env)) => env,
         Ok(Installed::Skipped(why)) => {
             println!("SKIP {}: {why}", t.name);
+            not_installed(&format!("skipped: {why}"), todo);
             crate::sync::lock(out).skipped.push((t.name.clone(), why));
             return;
         }
         Err(e) => {
             let why = crate::error::error_chain(&e);
             println!("FAIL {}: the install failed: {why}", t.name);
+            not_installed(&format!("the install failed: {why}"), todo);
             crate::sync::lock(out).failed.push((t.name.clone(), why));
             return;
         }
@@ -480,6 +503,7 @@ mod tests {
             libtest_args: Vec::new(),
             matrix: None,
             self_exe: None,
+            ecosystem: None,
         }
     }
 

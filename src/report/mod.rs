@@ -300,6 +300,60 @@ pub(crate) fn failed_checks<'a>(
     checks
 }
 
+/// What makes a failure the same failure: its severity, the rule and the check that failed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cause {
+    /// Ordered so the worst sorts first: the denied tool ran, then must, should and info.
+    pub rank: u8,
+    pub requirement: String,
+    pub check: String,
+}
+
+impl Cause {
+    pub fn of(r: &Record) -> Option<Cause> {
+        let status = match r.verdict {
+            TrialVerdict::Fail | TrialVerdict::Stale | TrialVerdict::Known => Status::Fail,
+            TrialVerdict::Warn => Status::Warn,
+            TrialVerdict::Pass | TrialVerdict::Skip => return None,
+        };
+        let finding = r.findings.iter().find(|f| f.status == status);
+        let check = finding.map_or("outcome", |f| f.check.as_str()).to_string();
+        let ran = r
+            .findings
+            .iter()
+            .any(|f| f.status == Status::Fail && f.check == crate::verdict::Check::Canary);
+        let rank = match (ran, status, r.level) {
+            (true, _, _) => 0,
+            (false, Status::Fail, Level::Must) => 1,
+            (false, Status::Fail, _) => 2,
+            _ => 3,
+        };
+        Some(Cause {
+            rank,
+            requirement: r.requirements.first().cloned().unwrap_or_default(),
+            check,
+        })
+    }
+
+    pub fn severity(&self) -> &'static str {
+        match self.rank {
+            0 => "the denied tool ran",
+            1 => "must",
+            2 => "fail",
+            _ => "warn",
+        }
+    }
+
+    /// The rule, in the catalogue's words.
+    pub fn rule(&self) -> String {
+        match crate::case::requirements().get(&self.requirement) {
+            Some(r) => format!("{} ({}): {}", r.id, r.level, r.summary),
+            None if self.requirement.is_empty() => "(no requirement cited)".into(),
+            None => self.requirement.clone(),
+        }
+    }
+}
+
 /// One line per failed trial (and stale baseline entry), `FAIL [lane] id: [check] message`,
 /// after a heading; empty when none failed. A quiet run prints it in place of libtest's lines.
 pub(crate) fn failure_lines(records: &[Record]) -> String {
@@ -359,6 +413,7 @@ pub(crate) fn run_summary(records: &[Record], rerun: Option<&[String]>) -> Strin
             (n, w) => format!("{f} {n} failed, {w} warned"),
         })
         .collect();
+    out.push_str(&by_cause(records));
     out.push_str(&format!("  by family: {}\n", shown.join("; ")));
     if !checks.is_empty() {
         let what = |c: &str| match c {
@@ -381,6 +436,44 @@ pub(crate) fn run_summary(records: &[Record], rerun: Option<&[String]>) -> Strin
         ));
     }
     out
+}
+
+/// The line of the findings by cause (the rule a case cites first and the check that failed),
+/// worst first: the denied tool ran, must-level failures, other failures, warnings; each with
+/// its trials, the most shown first within a severity.
+fn by_cause(records: &[Record]) -> String {
+    let mut causes: std::collections::BTreeMap<Cause, usize> = Default::default();
+    for r in records.iter().filter(|r| r.verdict != TrialVerdict::Known) {
+        if let Some(c) = Cause::of(r) {
+            *causes.entry(c).or_default() += 1;
+        }
+    }
+    let mut rows: Vec<(Cause, usize)> = causes.into_iter().collect();
+    rows.sort_by(|a, b| (a.0.rank, b.1, &a.0).cmp(&(b.0.rank, a.1, &b.0)));
+    const SHOWN: usize = 8;
+    let mut parts: Vec<String> = Vec::new();
+    let mut severity = "";
+    for (c, n) in rows.iter().take(SHOWN) {
+        let head = if c.severity() == severity {
+            String::new()
+        } else {
+            severity = c.severity();
+            format!("{severity}: ")
+        };
+        let rule = if c.requirement.is_empty() {
+            "-"
+        } else {
+            &c.requirement
+        };
+        parts.push(format!("{head}{rule} {} {n}", c.check));
+    }
+    if rows.len() > SHOWN {
+        parts.push(format!("and {} more", rows.len() - SHOWN));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("  by cause, worst first: {}\n", parts.join("; "))
 }
 
 /// The oracles whose failure shows a target did what an advisory describes: it served what it

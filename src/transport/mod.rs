@@ -107,6 +107,10 @@ pub struct Observation {
     /// How long the case's body was (lines and bytes), when the runner could hold it: a parser
     /// position within it only points into what the client itself sent.
     pub request_extent: Option<Extent>,
+    /// The first bytes of the case's body and its whole length, for failure messages (what
+    /// was sent, beside what came back).
+    pub request_prefix: Vec<u8>,
+    pub request_len: u64,
     /// HTTP: the `Accept` header the case's request carried, if any.
     pub request_accept: Option<String>,
     /// HTTP only.
@@ -411,6 +415,8 @@ impl Observation {
             batch: None,
             request_method: None,
             request_extent: None,
+            request_prefix: Vec::new(),
+            request_len: 0,
             request_accept: None,
             http: None,
             messages: Vec::new(),

@@ -6,11 +6,31 @@ use crate::case::{CodePattern, IdRule, OneOrMany, Outcome};
 use crate::settings::DenyStyle;
 use serde_json::Value;
 
+/// The note a trial carries when the target refused a call of the denied tool as a tool it
+/// does not have: refused, and whether such a tool would have run is not checked.
+pub const UNKNOWN_DENIED_TOOL: &str = "refused as a tool the target does not have (it has no tool of the denied tool's name): nothing could run, and whether it would is not checked here";
+
+/// How targets say a tool does not exist, lower case.
+const UNKNOWN_PHRASES: &[&str] = &[
+    "not found",
+    "unknown tool",
+    "no such tool",
+    "does not exist",
+    "doesn't exist",
+    "not exist",
+    "tool not available",
+    "invalid tool",
+];
+
 impl Judge<'_> {
     /// A gate that refuses tool calls with an `isError: true` result (`--deny-style result`)
     /// said no: such an answer counts as a refusal. What was observed then, and whether it was
     /// such a refusal.
     pub(super) fn deny_style(&mut self, observed: Observed) -> (Observed, bool) {
+        if observed == Observed::Outcome(Outcome::Accept) && self.unknown_denied_tool() {
+            self.add(Check::Outcome, Status::Pass, UNKNOWN_DENIED_TOOL.into());
+            return (Observed::Outcome(Outcome::Reject), true);
+        }
         let result_refusal = self.ctx.deny_style == DenyStyle::Result
             && observed == Observed::Outcome(Outcome::Accept)
             && !self.resp.is_empty()
@@ -27,6 +47,29 @@ impl Judge<'_> {
             "refused with a tool result marked isError (--deny-style result)".into(),
         );
         (Observed::Outcome(Outcome::Reject), true)
+    }
+
+    /// Whether every answer is an error or an `isError` tool result that names the denied tool
+    /// as one the target does not have ("Tool delete_everything not found", "Unknown tool:
+    /// delete_everything"): it refused the call, and nothing could run.
+    fn unknown_denied_tool(&self) -> bool {
+        let Some(tool) = self
+            .ctx
+            .placeholders
+            .get("denied_tool")
+            .filter(|t| !t.is_empty())
+        else {
+            return false;
+        };
+        let says_unknown = |r: &&Value| {
+            if r.get("error").is_none() && !is_error_result(r) {
+                return false;
+            }
+            let text = r.to_string().to_ascii_lowercase();
+            text.contains(&tool.to_ascii_lowercase())
+                && UNKNOWN_PHRASES.iter().any(|p| text.contains(p))
+        };
+        !self.resp.is_empty() && self.resp.iter().all(says_unknown)
     }
 
     /// Judged fail-closed, a `resources/read` or `prompts/get` answered with an empty result
@@ -252,9 +295,27 @@ impl Judge<'_> {
             rules = OneOrMany::Many(with_echo);
         }
         let obs = self.obs;
+        // The id a lenient reader sees in a body the runner cannot read as sent (not UTF-8,
+        // not JSON as sent): a target that read it so answers that id. That it read such a
+        // body at all is the outcome's or the error code's finding; the id is a warning (a
+        // parse error with a null id is preferred), never a second failure of the same cause.
+        let lenient = obs
+            .detectable_id
+            .as_ref()
+            .map(|d| &d.id)
+            .or(obs.repaired_id.as_ref())
+            .filter(|_| obs.request_id.is_none());
+        // Held to an error table or `--strict`, a body that is not JSON is a parse error with a
+        // null id: the id rule stands.
+        let lenient_ok = lenient.filter(|_| !self.strict);
         for r in self.resp.clone() {
             let id = r.get("id");
-            let may_echo = r.get("error").is_some() || (self.fail_closed && refused);
+            if lenient_ok.is_some_and(|l| id == Some(l)) {
+                lenient_echo = true;
+                continue;
+            }
+            let may_echo =
+                r.get("error").is_some() || result_refusal || (self.fail_closed && refused);
             let echoes_detectable = may_echo
                 && detectable.is_some_and(|d| id == Some(&d.id))
                 && !(rules.as_slice().contains(&IdRule::Echo) && obs.request_id.is_some());
@@ -278,20 +339,28 @@ impl Judge<'_> {
                 let message = format!(
                     "expected the response id to be {} (request id {}); observed {}",
                     names.join(" or "),
-                    obs.request_id
-                        .as_ref()
-                        .map_or("none".into(), Value::to_string),
+                    match (&obs.request_id, lenient) {
+                        (Some(sent), _) => sent.to_string(),
+                        (None, Some(l)) => format!("unreadable as sent, {l} to a lenient reader"),
+                        (None, None) => "none".into(),
+                    },
                     id.map_or("no id".into(), Value::to_string)
                 );
                 self.add(Check::Id, self.level_status, message);
                 return;
             }
         }
+        self.id_preferences(lenient_echo, repaired_echo);
+    }
+
+    /// The warnings of an id that is allowed but not the one preferred: the id a lenient or a
+    /// repairing reader finds in a body that is not JSON, or not UTF-8, as sent.
+    fn id_preferences(&mut self, lenient_echo: bool, repaired_echo: bool) {
         if lenient_echo {
             self.add(
                 Check::Id,
                 Status::Warn,
-                "preferred: a parse error with a null id (the body is not JSON as sent; the refusal answers the id a reader that repairs it finds, so the gate read it so)".into(),
+                "preferred: a parse error with a null id (the body is not JSON as sent; the answer carries the id a reader that repairs it finds, so the target read it so)".into(),
             );
         }
         if repaired_echo {

@@ -4,6 +4,7 @@
 //! sockets or processes; they read an Observation and a case, and nothing else.
 
 mod answer;
+pub use answer::UNKNOWN_DENIED_TOOL;
 mod canary;
 mod clients;
 mod effects;
@@ -161,6 +162,13 @@ impl Verdict {
                 Status::Pass => "note",
             };
             out.push_str(&format!("  {tag} [{}] {}\n", f.check.as_str(), f.message));
+        }
+        if obs.request_len > 0 {
+            let mut sent = show_bytes(&obs.request_prefix, obs.request_prefix.len());
+            if obs.request_len > obs.request_prefix.len() as u64 {
+                sent.push('…');
+            }
+            out.push_str(&format!("  sent ({} bytes): {sent}\n", obs.request_len));
         }
         out.push_str(&format!("  observed: {}", self.observed));
         if let Some(s) = self.http_status {
@@ -883,6 +891,76 @@ mod tests {
             &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Result),
         );
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+    }
+
+    #[test]
+    fn a_call_of_a_tool_the_target_does_not_have_is_refused_whatever_the_style() {
+        let c = case(DENIED_CALL);
+        let mut context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        context.placeholders.set("denied_tool", "delete_everything");
+        let answer = |text: &str| {
+            answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}], "isError": true}}),
+                ],
+            )
+        };
+        // A server without the tool: refused, and the trial says what it could not check.
+        let v = judge(
+            &c,
+            &answer("MCP error -32602: Tool delete_everything not found"),
+            &context,
+        );
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        assert_eq!(v.observed, Observed::Outcome(Outcome::Reject));
+        assert!(v.findings.iter().any(|f| f.message == UNKNOWN_DENIED_TOOL));
+        // An isError result that does not say so is not a refusal under the error style.
+        let v = judge(&c, &answer("delete_everything failed: disk busy"), &context);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        // Nor one that says another tool is unknown.
+        let v = judge(&c, &answer("Tool echo not found"), &context);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+    }
+
+    #[test]
+    fn an_id_a_lenient_reader_sees_is_a_warning_not_a_second_failure() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["JSON-NUM-01"],
+            "request": {"body": {"text": "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"n\":Infinity}}}"}},
+            "expect": {"outcome": "reject", "error_code": [-32700, -32600], "id": "null-or-absent"}}"#,
+        );
+        let mut obs = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Unknown tool"}}),
+            ],
+        );
+        obs.request_id = None;
+        obs.request_readable = false;
+        obs.repaired_id = Some(json!(1));
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
+        assert_eq!(checks(&v, Status::Fail), ["error_code"], "{v:?}");
+        assert!(checks(&v, Status::Warn).contains(&"id"), "{v:?}");
+        // Another id than the one a lenient reader sees still fails, saying what it saw.
+        obs.messages = vec![
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Unknown tool"}}),
+        ];
+        let v = judge(
+            &c,
+            &obs,
+            &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
+        );
+        assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
+        let id = v.findings.iter().find(|f| f.check == Check::Id);
+        assert!(
+            id.is_some_and(|f| !f.message.contains("request id none")),
+            "{v:?}"
+        );
     }
 
     /// A gate-only case written in the reference gate's terms (400, its malformed code, id null).

@@ -267,10 +267,15 @@ pub(crate) fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
         .collect()
 }
 
+/// How many of the case's bytes a failure message shows.
+const SENT_SHOWN: usize = 200;
+
 /// Fill in what the case's body says about itself: its id, method, and whether it is a request.
 /// Returns the body as the runner reads it (a plain JSON reading), when it can.
 fn note_request(obs: &mut Observation, body: &Body, settings: &Speaking) -> Option<Value> {
     obs.expects_response = true;
+    obs.request_prefix = body.prefix(SENT_SHOWN);
+    obs.request_len = body.len();
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
     obs.request_extent = Some(super::Extent::of(&bytes));
     obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
