@@ -1030,10 +1030,11 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
     let outcome = run::run(opts)?;
     Ok(if !outcome.not_run.is_empty() {
         exit::INCOMPLETE
+    } else if outcome.tested_nothing {
+        // Every trial not applicable, or not sent: its setup failures test nothing.
+        exit::UNTESTABLE
     } else if outcome.failed {
         exit::CASES_FAILED
-    } else if outcome.tested_nothing {
-        exit::UNTESTABLE
     } else {
         exit::SUCCESS
     })

@@ -237,9 +237,13 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     })
 }
 
-/// Whether trials were selected and none of them applied (each not applicable, none run).
+/// Whether trials were selected and none of them tested anything: each was not applicable, or
+/// its case could not be sent (a target whose handshake is never answered).
 fn tested_nothing(records: &[Record]) -> bool {
-    !records.is_empty() && records.iter().all(|r| r.verdict == TrialVerdict::Skip)
+    !records.is_empty()
+        && records
+            .iter()
+            .all(|r| r.verdict == TrialVerdict::Skip || r.not_sent())
 }
 
 /// The live counter of a quiet run (drawn only on a terminal), over the trials libtest will run.
@@ -369,9 +373,11 @@ fn end_text(
         ));
     }
     if tested_nothing(records) {
+        let unsent = records.iter().filter(|r| r.not_sent()).count();
         out.push_str(&format!(
-            "nothing was tested: each of the {} trials selected is not applicable to this target (its profile, transport, versions or credentials)\n",
-            records.len()
+            "nothing was tested: of the {} trials selected, {} are not applicable to this target (its profile, transport, versions or credentials) and {unsent} could not be sent (its handshake was not answered)\n",
+            records.len(),
+            records.len() - unsent
         ));
     }
     out

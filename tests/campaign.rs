@@ -107,7 +107,11 @@ fn the_repository_target_files_are_valid_and_name_every_peer() {
             "mcp-firewall",
             "mcp-fw",
         ] {
-            assert_ne!(t.spec.package, kept, "{} is kept for our own checks", t.name);
+            assert_ne!(
+                t.spec.package, kept,
+                "{} is kept for our own checks",
+                t.name
+            );
         }
         let npm_kept = ["mcp-proxy", "fastmcp"];
         assert!(

@@ -355,6 +355,9 @@ fn family_cell<'a>(rows: impl Iterator<Item = &'a Record>, link: &str) -> String
     let (mut fail, mut warn, mut pass, mut any) = (0, 0, 0, false);
     for r in rows {
         any = true;
+        if r.not_sent() {
+            continue;
+        }
         match r.verdict {
             TrialVerdict::Fail | TrialVerdict::Stale | TrialVerdict::Known => fail += 1,
             TrialVerdict::Warn => warn += 1,
@@ -448,11 +451,12 @@ fn package_page(lanes: &[&Seen], made: &Provenance) -> String {
 /// Trials by verdict, in words.
 fn counts(results: &[Record]) -> String {
     let n = |v: &[TrialVerdict]| results.iter().filter(|r| v.contains(&r.verdict)).count();
+    let unsent = results.iter().filter(|r| r.not_sent()).count();
     format!(
-        "{} trials: {} pass, {} fail, {} warn, {} not applicable",
+        "{} trials: {} pass, {} fail, {} warn, {} not applicable, {unsent} not sent",
         results.len(),
         n(&[TrialVerdict::Pass]),
-        n(&[TrialVerdict::Fail, TrialVerdict::Stale, TrialVerdict::Known]),
+        n(&[TrialVerdict::Fail, TrialVerdict::Stale, TrialVerdict::Known]) - unsent,
         n(&[TrialVerdict::Warn]),
         n(&[TrialVerdict::Skip]),
     )
@@ -465,14 +469,19 @@ fn not_checked(lanes: &[&Seen]) -> String {
         .iter()
         .filter_map(|s| s.report.as_ref())
         .flat_map(|r| &r.results)
-        .filter(|r| r.verdict == TrialVerdict::Skip)
+        .filter(|r| r.verdict == TrialVerdict::Skip || r.not_sent())
     {
         let why = r
             .findings
             .iter()
             .find(|f| f.check == crate::verdict::Check::Setup)
             .map_or("not applicable to this lane", |f| f.message.as_str());
-        *reasons.entry(one_line(why, 200)).or_default() += 1;
+        let why = if r.not_sent() {
+            format!("not sent, the harness could not test it: {why}")
+        } else {
+            why.to_string()
+        };
+        *reasons.entry(one_line(&why, 200)).or_default() += 1;
     }
     // Calls of the denied tool it refused as a tool it does not have: refused, but whether
     // such a tool would run is not checked.

@@ -50,6 +50,8 @@ pub fn install(t: &TargetFile, cache: &Path) -> Result<Installed, InstallError> 
     if matches!(t.spec.install, Recipe::Command | Recipe::Builtin) {
         return Ok(Installed::At(t.dir.clone()));
     }
+    // `{env}` is absolute: a command that changes its folder before it uses it still finds it.
+    let cache = &std::path::absolute(cache).unwrap_or_else(|_| cache.to_path_buf());
     let env = cache.join(format!("{}-{}", t.name, t.release()));
     let stamp = env.join(".gauntlet-recipe");
     let want = fingerprint(t);

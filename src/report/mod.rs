@@ -131,6 +131,19 @@ impl Record {
         }
     }
 
+    /// Whether the trial failed only because its case could not be sent (the handshake before
+    /// it was not answered, the target did not start): the harness could not test it, which
+    /// says nothing of how the target treats the case.
+    pub fn not_sent(&self) -> bool {
+        self.verdict == TrialVerdict::Fail
+            && !self.findings.is_empty()
+            && self
+                .findings
+                .iter()
+                .filter(|f| f.status != Status::Pass)
+                .all(|f| f.check == Check::Setup)
+    }
+
     /// The name of the lane the record is of, as the run showed it.
     pub(crate) fn lane_name(&self) -> LaneName<'_> {
         LaneName {
@@ -311,6 +324,9 @@ pub struct Cause {
 
 impl Cause {
     pub fn of(r: &Record) -> Option<Cause> {
+        if r.not_sent() {
+            return None;
+        }
         let status = match r.verdict {
             TrialVerdict::Fail | TrialVerdict::Stale | TrialVerdict::Known => Status::Fail,
             TrialVerdict::Warn => Status::Warn,
