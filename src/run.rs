@@ -824,3 +824,65 @@ fn write_outputs(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::record;
+    use crate::verdict::{Check, Finding, Status};
+
+    /// A trial whose case could not be sent: its only failure is the setup's.
+    fn unsent(id: &str) -> Record {
+        let mut r = record(id, TrialVerdict::Fail, "");
+        r.findings = vec![Finding {
+            check: Check::Setup,
+            status: Status::Fail,
+            message: "the case could not be sent: initialize was not answered".into(),
+        }];
+        r
+    }
+
+    #[test]
+    fn trials_that_could_not_be_sent_test_nothing() {
+        let skipped = record("b", TrialVerdict::Skip, "");
+        assert!(tested_nothing(&[unsent("a"), skipped.clone()]));
+        assert!(unsent("a").not_sent());
+        // One trial that was sent and failed on its own account is a test.
+        let failed = record("c", TrialVerdict::Fail, "expected reject; observed accept");
+        assert!(!failed.not_sent());
+        assert!(!tested_nothing(&[unsent("a"), failed]));
+        assert!(!tested_nothing(&[]));
+        // And no cause of a finding is made of it.
+        assert!(report::Cause::of(&unsent("a")).is_none());
+    }
+
+    #[test]
+    fn the_summary_names_the_causes_worst_first() {
+        let mut must = record("envelope/x", TrialVerdict::Fail, "observed silent");
+        must.requirements = vec!["MCP-MSG-03".into()];
+        let mut ran = record("batch/y", TrialVerdict::Fail, "ran");
+        ran.requirements = vec!["MCP-HTTP-POST-03".into()];
+        ran.findings.push(Finding {
+            check: Check::Canary,
+            status: Status::Fail,
+            message: "the denied tool ran".into(),
+        });
+        let mut warned = record("lifecycle/z", TrialVerdict::Warn, "accepted");
+        warned.requirements = vec!["MCP-LIFE-09".into()];
+        warned.findings[0].status = Status::Warn;
+        let text = report::run_summary(&[warned, must.clone(), must, ran], None);
+        let line = text
+            .lines()
+            .find(|l| l.contains("by cause"))
+            .expect("a line of causes");
+        let at = |s: &str| line.find(s).unwrap_or(usize::MAX);
+        assert!(
+            at("the denied tool ran: MCP-HTTP-POST-03") < at("must: MCP-MSG-03 outcome 2"),
+            "{line}"
+        );
+        assert!(
+            at("must: MCP-MSG-03 outcome 2") < at("warn: MCP-LIFE-09"),
+            "{line}"
+        );
+    }
+}

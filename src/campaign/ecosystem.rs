@@ -501,6 +501,22 @@ fn not_checked(lanes: &[&Seen]) -> String {
             unknown,
         );
     }
+    let unknown_allowed = lanes
+        .iter()
+        .filter_map(|s| s.report.as_ref())
+        .flat_map(|r| &r.results)
+        .filter(|r| {
+            r.findings
+                .iter()
+                .any(|f| f.message == crate::verdict::UNKNOWN_ALLOWED_TOOL)
+        })
+        .count();
+    if unknown_allowed > 0 {
+        reasons.insert(
+            "checked only in part: a call of the allowed tool was answered as a tool the target does not have, so what it answers is not checked".into(),
+            unknown_allowed,
+        );
+    }
     let mut out = String::from("## What could not be checked\n\n");
     if reasons.is_empty() {
         out.push_str("Every trial selected for its lanes applied.\n\n");

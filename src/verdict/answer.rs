@@ -10,6 +10,10 @@ use serde_json::Value;
 /// does not have: refused, and whether such a tool would have run is not checked.
 pub const UNKNOWN_DENIED_TOOL: &str = "refused as a tool the target does not have (it has no tool of the denied tool's name): nothing could run, and whether it would is not checked here";
 
+/// The note a trial carries when the target answered a call of the allowed tool as a tool it
+/// does not have: it answered, and what the tool would have answered is not checked.
+pub const UNKNOWN_ALLOWED_TOOL: &str = "answered as a tool the target does not have (it has no tool of the allowed tool's name): it answered, and what the tool would answer is not checked here";
+
 /// How targets say a tool does not exist, lower case.
 const UNKNOWN_PHRASES: &[&str] = &[
     "not found",
@@ -53,12 +57,13 @@ impl Judge<'_> {
     /// as one the target does not have ("Tool delete_everything not found", "Unknown tool:
     /// delete_everything"): it refused the call, and nothing could run.
     fn unknown_denied_tool(&self) -> bool {
-        let Some(tool) = self
-            .ctx
-            .placeholders
-            .get("denied_tool")
-            .filter(|t| !t.is_empty())
-        else {
+        self.names_unknown("denied_tool")
+    }
+
+    /// Whether every answer is an error or an `isError` tool result that names the tool of the
+    /// placeholder `which` (`denied_tool`, `allowed_tool`) as one the target does not have.
+    fn names_unknown(&self, which: &str) -> bool {
+        let Some(tool) = self.ctx.placeholders.get(which).filter(|t| !t.is_empty()) else {
             return false;
         };
         let says_unknown = |r: &&Value| {
@@ -163,6 +168,12 @@ impl Judge<'_> {
         };
         let ok = matches!(observed, Observed::Outcome(o) if want.as_slice().contains(o));
         if ok {
+            return;
+        }
+        // A call of the allowed tool the target does not have: answered, as a tool it does not
+        // know. Whether it would have run is not checked; that it answered at all is.
+        if want.as_slice().contains(&Outcome::Accept) && self.names_unknown("allowed_tool") {
+            self.add(Check::Outcome, Status::Pass, UNKNOWN_ALLOWED_TOOL.into());
             return;
         }
         let names: Vec<&str> = want.as_slice().iter().map(|o| o.as_str()).collect();

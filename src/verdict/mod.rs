@@ -4,7 +4,7 @@
 //! sockets or processes; they read an Observation and a case, and nothing else.
 
 mod answer;
-pub use answer::UNKNOWN_DENIED_TOOL;
+pub use answer::{UNKNOWN_ALLOWED_TOOL, UNKNOWN_DENIED_TOOL};
 mod canary;
 mod clients;
 mod effects;
@@ -920,6 +920,32 @@ mod tests {
         assert_eq!(v.status, Status::Fail, "{v:?}");
         // Nor one that says another tool is unknown.
         let v = judge(&c, &answer("Tool echo not found"), &context);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+    }
+
+    #[test]
+    fn a_call_of_an_allowed_tool_the_target_does_not_have_is_answered_not_refused() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-STDIO-03"],
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "{{allowed_tool}}", "arguments": {}}}}},
+            "expect": {"outcome": "accept", "id": "echo"}}"#,
+        );
+        let mut context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        context.placeholders.set("allowed_tool", "echo");
+        let error = |message: &str| {
+            answered(
+                200,
+                vec![
+                    json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": message}}),
+                ],
+            )
+        };
+        let v = judge(&c, &error("MCP error -32601: Unknown tool: echo"), &context);
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        assert!(v.findings.iter().any(|f| f.message == UNKNOWN_ALLOWED_TOOL));
+        // Any other refusal of a call that must be answered is still one.
+        let v = judge(&c, &error("Server not initialized"), &context);
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
 
