@@ -111,6 +111,8 @@ pub struct Observation {
     /// was sent, beside what came back).
     pub request_prefix: Vec<u8>,
     pub request_len: u64,
+    /// stdio: the runner closed the process's input after the case's bytes (`close_input`).
+    pub input_closed: bool,
     /// HTTP: the `Accept` header the case's request carried, if any.
     pub request_accept: Option<String>,
     /// HTTP only.
@@ -417,6 +419,7 @@ impl Observation {
             request_extent: None,
             request_prefix: Vec::new(),
             request_len: 0,
+            input_closed: false,
             request_accept: None,
             http: None,
             messages: Vec::new(),

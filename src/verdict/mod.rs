@@ -293,6 +293,13 @@ pub(crate) fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Obse
             .is_some_and(|set| set.as_slice().contains(&o))
     };
     match &obs.ending {
+        // A stdio server whose input was closed, that said nothing and lingers instead of
+        // exiting, was silent: where the case lets it end, it may as well stay.
+        Ending::TimedOut
+            if obs.input_closed && expect.alive == Some(false) && listed(Outcome::Silent) =>
+        {
+            return Observed::Outcome(Outcome::Silent)
+        }
         Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
         Ending::Closed
             if obs.http.is_none()
@@ -946,6 +953,28 @@ mod tests {
         assert!(v.findings.iter().any(|f| f.message == UNKNOWN_ALLOWED_TOOL));
         // Any other refusal of a call that must be answered is still one.
         let v = judge(&c, &error("Server not initialized"), &context);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+    }
+
+    #[test]
+    fn a_stdio_server_that_says_nothing_and_lingers_after_its_input_closed_was_silent() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-STDIO-09"], "transports": ["stdio"],
+            "request": {"body": {"text": "{\"jsonrpc\":\"2.0\",\"id\":1"}, "raw_line": true,
+                "close_input": true},
+            "expect": {"outcome": ["reject", "silent"], "alive": false}}"#,
+        );
+        let mut context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        context.transport = TransportKind::Stdio;
+        let mut obs = Observation::new(TransportKind::Stdio);
+        obs.ending = Ending::TimedOut;
+        obs.input_closed = true;
+        let v = judge(&c, &obs, &context);
+        assert_eq!(v.observed, Observed::Outcome(Outcome::Silent), "{v:?}");
+        assert_eq!(v.status, Status::Pass, "{v:?}");
+        // Input still open, the same silence is no answer.
+        obs.input_closed = false;
+        let v = judge(&c, &obs, &context);
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
 

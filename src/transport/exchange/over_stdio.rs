@@ -183,6 +183,7 @@ async fn drain_to_exit(
     obs: &mut Observation,
 ) {
     proc.close_input().await;
+    obs.input_closed = true;
     loop {
         match proc.read_line(deadline).await {
             Ok(Line::Eof) => break,
