@@ -1228,7 +1228,24 @@ fn shown_command() -> String {
     if let Some(first) = args.first_mut() {
         *first = "mcp-gauntlet".to_string();
     }
-    shell_words::join(args)
+    // The pages are of every lane in the folder, whichever a run with `--target` or `--shard`
+    // added last: the command that makes them all again has neither.
+    let mut shown = Vec::with_capacity(args.len());
+    let mut args = args.into_iter();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--" => {
+                shown.push(a);
+                shown.extend(args.by_ref());
+            }
+            "--target" | "--shard" => {
+                args.next();
+            }
+            _ if a.starts_with("--target=") || a.starts_with("--shard=") => {}
+            _ => shown.push(a),
+        }
+    }
+    shell_words::join(shown)
 }
 
 /// `campaign merge`: the matrix from several campaign folders.

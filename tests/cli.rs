@@ -621,3 +621,34 @@ fn quiet_on_a_terminal_draws_a_trial_counter() {
     assert!(drawn.is_match(&text), "{text:?}");
     assert!(text.contains(&format!("/{passed} trials, ")), "{text:?}");
 }
+
+/// A target that lists 2026-07-28 in its answer to server/discover but refuses that version's
+/// requests is said once ("advertises … but refuses its requests") and tested at the versions it
+/// speaks, not failed case by case at the one it refuses.
+#[test]
+fn a_version_advertised_but_refused_is_said_once_and_not_tested() {
+    if !crate::util::python3("the advertising stand-in") {
+        return;
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/advertises-modern-refuses.py");
+    let out = std::process::Command::new(crate::util::bin())
+        .args(["run", "--stdio"])
+        .arg(format!("python3 {}", script.display()))
+        .args(["--", "envelope/method-unknown"])
+        .output()
+        .expect("the runner runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stderr.contains("advertises 2026-07-28 but refuses its requests"),
+        "{stderr}"
+    );
+    // One version left, 2025-11-25: the trial's name carries none.
+    assert!(
+        stdout.contains("[stdio] envelope/method-unknown"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("2026-07-28"), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+}

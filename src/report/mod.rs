@@ -344,9 +344,18 @@ impl Cause {
             (false, Status::Fail, _) => 2,
             _ => 3,
         };
+        // The oracles every case carries are their own rule, whatever the case is about: a
+        // banner on stdout or a stack trace fails every case it shows in, and is one cause.
+        let requirement = match check.as_str() {
+            "output" if r.transport == TransportKind::Stdio => "MCP-STDIO-05".to_string(),
+            "output" => "FC-STRICT-JSON".to_string(),
+            "leak" => "FC-NOLEAK".to_string(),
+            "alive" => "FC-ALIVE".to_string(),
+            _ => r.requirements.first().cloned().unwrap_or_default(),
+        };
         Some(Cause {
             rank,
-            requirement: r.requirements.first().cloned().unwrap_or_default(),
+            requirement,
             check,
         })
     }
@@ -362,6 +371,15 @@ impl Cause {
 
     /// The rule, in the catalogue's words.
     pub fn rule(&self) -> String {
+        let oracle = match self.requirement.as_str() {
+            "FC-NOLEAK" => Some("an error carries no stack trace, file path, parser offset or other internal detail"),
+            "FC-ALIVE" => Some("after a hostile input the target still answers a ping (or, on stdio, has ended as the case allows)"),
+            "FC-STRICT-JSON" => Some("what an HTTP answer carries is strict JSON: UTF-8, no lone surrogates"),
+            _ => None,
+        };
+        if let Some(text) = oracle {
+            return format!("{} (fail-closed oracle): {text}", self.requirement);
+        }
         match crate::case::requirements().get(&self.requirement) {
             Some(r) => format!("{} ({}): {}", r.id, r.level, r.summary),
             None if self.requirement.is_empty() => "(no requirement cited)".into(),

@@ -14,6 +14,14 @@ pub const UNKNOWN_DENIED_TOOL: &str = "refused as a tool the target does not hav
 /// does not have: it answered, and what the tool would have answered is not checked.
 pub const UNKNOWN_ALLOWED_TOOL: &str = "answered as a tool the target does not have (it has no tool of the allowed tool's name): it answered, and what the tool would answer is not checked here";
 
+/// Whether answer `r` says `tool` is not a tool the target has ("Tool delete_everything not
+/// found", "Unknown tool: delete_everything"), in whatever form it comes: an error, an `isError`
+/// result, or a result that says so in its text without the flag.
+pub(super) fn says_unknown_tool(r: &Value, tool: &str) -> bool {
+    let text = r.to_string().to_ascii_lowercase();
+    text.contains(&tool.to_ascii_lowercase()) && UNKNOWN_PHRASES.iter().any(|p| text.contains(p))
+}
+
 /// How targets say a tool does not exist, lower case.
 const UNKNOWN_PHRASES: &[&str] = &[
     "not found",
@@ -66,15 +74,10 @@ impl Judge<'_> {
         let Some(tool) = self.ctx.placeholders.get(which).filter(|t| !t.is_empty()) else {
             return false;
         };
-        let says_unknown = |r: &&Value| {
-            if r.get("error").is_none() && !is_error_result(r) {
-                return false;
-            }
-            let text = r.to_string().to_ascii_lowercase();
-            text.contains(&tool.to_ascii_lowercase())
-                && UNKNOWN_PHRASES.iter().any(|p| text.contains(p))
+        let refuses = |r: &&Value| {
+            (r.get("error").is_some() || is_error_result(r)) && says_unknown_tool(r, tool)
         };
-        !self.resp.is_empty() && self.resp.iter().all(says_unknown)
+        !self.resp.is_empty() && self.resp.iter().all(refuses)
     }
 
     /// Judged fail-closed, a `resources/read` or `prompts/get` answered with an empty result

@@ -56,8 +56,14 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
             show_bytes(log.as_bytes(), 120)
         ));
     }
-    let ran =
-        |r: &Value| is_success(r) && r.get("id").is_some_and(|id| obs.denied_ids.contains(id));
+    // A result that says the tool does not exist (some servers answer an unknown tool with a
+    // result not marked isError) is no run of it.
+    let denied = ctx.placeholders.get("denied_tool").unwrap_or_default();
+    let ran = |r: &Value| {
+        is_success(r)
+            && r.get("id").is_some_and(|id| obs.denied_ids.contains(id))
+            && !(!denied.is_empty() && super::answer::says_unknown_tool(r, denied))
+    };
     if let Some(r) = resp.iter().find(|r| ran(r)) {
         return Some(format!(
             "a successful result answered the call of the denied tool with id {}",

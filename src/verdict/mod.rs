@@ -928,6 +928,27 @@ mod tests {
         // Nor one that says another tool is unknown.
         let v = judge(&c, &answer("Tool echo not found"), &context);
         assert_eq!(v.status, Status::Fail, "{v:?}");
+        // A result not marked isError that says the tool is unknown is no run of it (the
+        // outcome, an acceptance, still fails where a refusal is due).
+        let mut unflagged = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "Error: Unknown tool: delete_everything"}], "isError": false}}),
+            ],
+        );
+        unflagged.denied_ids = vec![json!(1)];
+        let v = judge(&c, &unflagged, &context);
+        assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
+        // A plain success still counts as a run.
+        let mut ran = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "deleted"}]}}),
+            ],
+        );
+        ran.denied_ids = vec![json!(1)];
+        let v = judge(&c, &ran, &context);
+        assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
     }
 
     #[test]

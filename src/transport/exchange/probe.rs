@@ -31,6 +31,10 @@ pub(crate) struct Probe {
     /// Legacy versions whose `initialize` got an answer agreeing to no version, with what the
     /// answer was (`HTTP 401 …`), cut short.
     pub refused: Vec<(Version, String)>,
+    /// Modern versions `server/discover` listed whose requests the target then refused (a
+    /// `ping` of that version answered with an error), with what it answered: advertised, not
+    /// spoken, and not tested.
+    pub advertised_refused: Vec<(Version, String)>,
     /// HTTP+SSE: the stream's `endpoint` event named a message URL on another origin (as sent),
     /// where the runner posts nothing: the lane runs, and only the case that judges the endpoint
     /// applies.
@@ -103,6 +107,11 @@ impl Probe {
         }
         for (asked, got) in &self.countered {
             line.push_str(&format!("; initialize {asked} was answered with {got}"));
+        }
+        for (v, why) in &self.advertised_refused {
+            line.push_str(&format!(
+                "; advertises {v} but refuses its requests (a ping of {v} was answered {why}): not tested"
+            ));
         }
         if let Some(relayed) = self.relayed_discover() {
             line.push_str(&format!(
@@ -235,6 +244,7 @@ pub async fn probe(endpoint: &Endpoint, settings: &Speaking) -> Probe {
             .unclear
             .extend(versions::KNOWN.iter().filter(|v| v.is_modern())),
     }
+    confirm_modern(endpoint, settings, &mut out).await;
     out.accepted.sort();
     out.accepted.dedup();
     out.initialized_by.sort();
@@ -242,6 +252,46 @@ pub async fn probe(endpoint: &Endpoint, settings: &Speaking) -> Probe {
     out.unclear.sort();
     out
 }
+
+/// Each modern version `server/discover` listed, tried with a `ping` of that version: one the
+/// target refuses (an error answer; a proxy that relays `server/discover` to a modern server
+/// behind it and refuses every request without a session, say) is advertised but not spoken,
+/// so it is not tested, and the probe says so once instead of every case failing on it.
+async fn confirm_modern(endpoint: &Endpoint, settings: &Speaking, out: &mut Probe) {
+    let modern: Vec<Version> = out
+        .accepted
+        .iter()
+        .copied()
+        .filter(|v| v.is_modern())
+        .collect();
+    for v in modern {
+        let speaking = settings.speaking(v);
+        let ping = own_request(&speaking, PING_PROBE_ID, "ping");
+        let answer = match endpoint {
+            Endpoint::Http(url) => {
+                let deadline = Instant::now() + speaking.probe_timeout;
+                match post_own(url, &speaking, None, &ping, deadline).await {
+                    Ok(resp) => http_messages(&resp)
+                        .0
+                        .into_iter()
+                        .find(|m| m.get("id") == Some(&json!(PING_PROBE_ID))),
+                    Err(_) => None,
+                }
+            }
+            Endpoint::Stdio { command, .. } => {
+                stdio_probe(command, &ping, PING_PROBE_ID, speaking.probe_timeout).await
+            }
+            Endpoint::Sse(_) => None,
+        };
+        if let Some(error) = answer.as_ref().and_then(|a| a.get("error")) {
+            out.accepted.retain(|a| *a != v);
+            out.advertised_refused.push((v, short(&error.to_string())));
+        }
+    }
+}
+
+/// The id of the `ping` that confirms a modern version.
+const PING_PROBE_ID: &str = "gauntlet-modern-ping";
 
 /// A refusal's text for the console, on one line and cut at 160 characters.
 fn short(text: &str) -> String {
