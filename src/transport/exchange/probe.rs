@@ -283,12 +283,21 @@ async fn confirm_modern(endpoint: &Endpoint, settings: &Speaking, out: &mut Prob
             }
             Endpoint::Sse(_) => None,
         };
-        if let Some(error) = answer.as_ref().and_then(|a| a.get("error")) {
+        // An error that says the method is unknown read the request and spoke the version
+        // (a server of that version may serve no `ping`); any other error refused it.
+        let refused = answer
+            .as_ref()
+            .and_then(|a| a.get("error"))
+            .filter(|e| e.get("code").and_then(Value::as_i64) != Some(METHOD_NOT_FOUND));
+        if let Some(error) = refused {
             out.accepted.retain(|a| *a != v);
             out.advertised_refused.push((v, short(&error.to_string())));
         }
     }
 }
+
+/// JSON-RPC's code for a method the server does not have.
+const METHOD_NOT_FOUND: i64 = -32601;
 
 /// The id of the `ping` that confirms a modern version.
 const PING_PROBE_ID: &str = "gauntlet-modern-ping";
