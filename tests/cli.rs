@@ -631,7 +631,7 @@ fn a_version_advertised_but_refused_is_said_once_and_not_tested() {
         return;
     }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/advertises-modern-refuses.py");
+        .join("tests/fixtures/advertises_modern_refuses.py");
     let out = std::process::Command::new(crate::util::bin())
         .args(["run", "--stdio"])
         .arg(format!("python3 {}", script.display()))

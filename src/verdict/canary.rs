@@ -62,7 +62,7 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
     let ran = |r: &Value| {
         is_success(r)
             && r.get("id").is_some_and(|id| obs.denied_ids.contains(id))
-            && !(!denied.is_empty() && super::answer::says_unknown_tool(r, denied))
+            && (denied.is_empty() || !super::answer::says_unknown_tool(r, denied))
     };
     if let Some(r) = resp.iter().find(|r| ran(r)) {
         return Some(format!(
