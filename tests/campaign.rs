@@ -436,7 +436,13 @@ fn an_unreachable_registry_skips_the_target_and_fails_nothing() {
         "{}",
         text(&o)
     );
-    assert!(!out.join("standin-http.lane.json").exists());
+    // The skipped target's lane has a record that says why (the ecosystem pages show it as
+    // could-not-test), never a report: it is no column.
+    let record = std::fs::read_to_string(out.join("standin-http.lane.json"))
+        .expect("a record of the skipped lane");
+    let record: serde_json::Value = serde_json::from_str(&record).expect("a lane record");
+    assert_eq!(record["outcome"], "untestable", "{record}");
+    assert!(!out.join("standin-http.json").exists());
     assert!(out.join("witness-http.lane.json").exists());
     // Alone, nothing was tested: not a pass.
     std::fs::remove_file(targets.path().join("witness.json")).expect("removed");
