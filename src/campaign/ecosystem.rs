@@ -483,39 +483,28 @@ fn not_checked(lanes: &[&Seen]) -> String {
         };
         *reasons.entry(one_line(&why, 200)).or_default() += 1;
     }
-    // Calls of the denied tool it refused as a tool it does not have: refused, but whether
-    // such a tool would run is not checked.
-    let unknown = lanes
-        .iter()
-        .filter_map(|s| s.report.as_ref())
-        .flat_map(|r| &r.results)
-        .filter(|r| {
-            r.findings
-                .iter()
-                .any(|f| f.message == crate::verdict::UNKNOWN_DENIED_TOOL)
-        })
-        .count();
-    if unknown > 0 {
-        reasons.insert(
-            "checked only in part: a call of the denied tool was refused as a tool the target does not have, so whether it would run is not checked".into(),
-            unknown,
-        );
-    }
-    let unknown_allowed = lanes
-        .iter()
-        .filter_map(|s| s.report.as_ref())
-        .flat_map(|r| &r.results)
-        .filter(|r| {
-            r.findings
-                .iter()
-                .any(|f| f.message == crate::verdict::UNKNOWN_ALLOWED_TOOL)
-        })
-        .count();
-    if unknown_allowed > 0 {
-        reasons.insert(
-            "checked only in part: a call of the allowed tool was answered as a tool the target does not have, so what it answers is not checked".into(),
-            unknown_allowed,
-        );
+    // Calls of a tool it does not have: refused or answered as such, and what the tool would
+    // have done is not checked.
+    let in_part = [
+        (
+            crate::verdict::UNKNOWN_DENIED_TOOL,
+            "checked only in part: a call of the denied tool was refused as a tool the target does not have, so whether it would run is not checked",
+        ),
+        (
+            crate::verdict::UNKNOWN_ALLOWED_TOOL,
+            "checked only in part: a call of the allowed tool was answered as a tool the target does not have, so what it answers is not checked",
+        ),
+    ];
+    for (note, why) in in_part {
+        let n = lanes
+            .iter()
+            .filter_map(|s| s.report.as_ref())
+            .flat_map(|r| &r.results)
+            .filter(|r| r.findings.iter().any(|f| f.message == note))
+            .count();
+        if n > 0 {
+            reasons.insert(why.into(), n);
+        }
     }
     let mut out = String::from("## What could not be checked\n\n");
     if reasons.is_empty() {

@@ -64,6 +64,31 @@ pub struct LaneRecord {
     pub counts: [usize; 5],
 }
 
+impl LaneRecord {
+    /// The record of lane `l` of `t`: what it came to, no time spent and no trials counted.
+    fn of(
+        t: &TargetFile,
+        l: &LaneSpec,
+        key: String,
+        outcome: LaneOutcome,
+        detail: Option<String>,
+    ) -> LaneRecord {
+        LaneRecord {
+            format: LANE_FORMAT.to_string(),
+            target: t.name.clone(),
+            column: t.column(l),
+            package: t.spec.package.clone(),
+            ecosystem: t.spec.ecosystem.as_str().to_string(),
+            release: t.release().to_string(),
+            key,
+            outcome,
+            detail,
+            seconds: 0,
+            counts: [0; 5],
+        }
+    }
+}
+
 /// A lane already done in `opts.out` with this key (only one that finished its run).
 pub(crate) fn done(column: &str, key: &str, opts: &CampaignOptions) -> Option<LaneRecord> {
     finished(&opts.out, column).filter(|r| r.key == key)
@@ -226,17 +251,9 @@ pub(crate) fn run_lane(
         Err((outcome, why)) => (outcome, Some(why), [0; 5]),
     };
     let record = LaneRecord {
-        format: LANE_FORMAT.to_string(),
-        target: t.name.clone(),
-        column: column.clone(),
-        package: t.spec.package.clone(),
-        ecosystem: t.spec.ecosystem.as_str().to_string(),
-        release: t.release().to_string(),
-        key,
-        outcome,
-        detail,
         seconds: started.elapsed().as_secs(),
         counts,
+        ..LaneRecord::of(t, l, key, outcome, detail)
     };
     let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
     write_whole(&at(".lane.json"), &text);
@@ -247,19 +264,13 @@ pub(crate) fn run_lane(
 /// registry unreachable, an install that failed), so that the pages made from the folder say so.
 pub(crate) fn not_installed(t: &TargetFile, l: &LaneSpec, key: String, why: &str, out: &Path) {
     let column = t.column(l);
-    let record = LaneRecord {
-        format: LANE_FORMAT.to_string(),
-        target: t.name.clone(),
-        column: column.clone(),
-        package: t.spec.package.clone(),
-        ecosystem: t.spec.ecosystem.as_str().to_string(),
-        release: t.release().to_string(),
+    let record = LaneRecord::of(
+        t,
+        l,
         key,
-        outcome: LaneOutcome::Untestable,
-        detail: Some(format!("not installed: {why}")),
-        seconds: 0,
-        counts: [0; 5],
-    };
+        LaneOutcome::Untestable,
+        Some(format!("not installed: {why}")),
+    );
     let _ = std::fs::remove_file(out.join(format!("{column}.json")));
     let text = serde_json::to_string_pretty(&record).expect("a lane record serializes") + "\n";
     write_whole(&out.join(format!("{column}.lane.json")), &text);
