@@ -31,6 +31,10 @@ pub struct Advisory {
     pub summary: String,
     /// The published advisory (or the issue or pull request).
     pub url: String,
+    /// The oracles whose failure is this advisory's bug (`crossed`: an answer reached another
+    /// client; `canary`: the denied tool ran). A case citing it that fails on another oracle
+    /// only (a refusal's status, an error code) found something, but not this.
+    pub checks: Vec<crate::verdict::Check>,
 }
 
 impl Advisory {
@@ -55,11 +59,78 @@ impl Advisory {
         )
     }
 
+    /// Whether a trial of a case citing it shows its weakness: a failure (known to the baseline
+    /// or not), or a warning on a `should` case (the rule it broke is a SHOULD), with one of the
+    /// advisory's own [`checks`](Self::checks) among the oracles that did not pass (`unpassed`).
+    pub fn shown_by(
+        &self,
+        verdict: crate::report::TrialVerdict,
+        level: crate::case::Level,
+        mut unpassed: impl Iterator<Item = crate::verdict::Check>,
+    ) -> bool {
+        use crate::report::TrialVerdict;
+        let counted = match verdict {
+            TrialVerdict::Fail | TrialVerdict::Known => true,
+            TrialVerdict::Warn => level == crate::case::Level::Should,
+            TrialVerdict::Pass | TrialVerdict::Skip | TrialVerdict::Stale => false,
+        };
+        counted && unpassed.any(|c| self.checks.contains(&c))
+    }
+
+    /// `CVE-2026-53937 (Maven io.modelcontextprotocol:kotlin-sdk)`: the advisory and whose it is.
+    pub fn whose(&self) -> String {
+        format!("{} ({} {})", self.id, self.ecosystem, self.package)
+    }
+
     /// Whether `id` names this advisory (its id or an alias, ASCII case ignored).
     pub(crate) fn is_named(&self, id: &str) -> bool {
         std::iter::once(&self.id)
             .chain(&self.aliases)
             .any(|a| a.eq_ignore_ascii_case(id))
+    }
+}
+
+/// Who a run's target is, as far as advisories go: the package its target file (or
+/// `--package`) names, and the names its `serverInfo` gave. An advisory is REPRODUCED only on
+/// its own package; on any other target the same weakness is "as in" it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subject {
+    /// (ecosystem, package), spelled as `cases/advisories.json` spells them.
+    pub package: Option<(String, String)>,
+    /// The `serverInfo` names the target answered with.
+    pub servers: Vec<String>,
+}
+
+impl Subject {
+    /// Read `ECOSYSTEM:PACKAGE` (`npm:@modelcontextprotocol/sdk`, `PyPI:mcp`).
+    pub fn parse_package(s: &str) -> Option<(String, String)> {
+        let (eco, name) = s.split_once(':')?;
+        (!eco.trim().is_empty() && !name.trim().is_empty())
+            .then(|| (eco.trim().to_string(), name.trim().to_string()))
+    }
+
+    /// `npm @modelcontextprotocol/sdk`, when the package is known.
+    pub fn package_line(&self) -> Option<String> {
+        self.package.as_ref().map(|(e, p)| format!("{e} {p}"))
+    }
+
+    /// Whether the target is the advisory's package: its target file names it, or a
+    /// `serverInfo` name is the package's name or its last path segment (`rmcp`,
+    /// `kotlin-sdk`), ASCII case ignored.
+    pub fn is(&self, a: &Advisory) -> bool {
+        if let Some((eco, name)) = &self.package {
+            return eco.eq_ignore_ascii_case(&a.ecosystem) && name == &a.package;
+        }
+        let last = a
+            .package
+            .rsplit(['/', ':'])
+            .next()
+            .unwrap_or(&a.package)
+            .trim();
+        self.servers.iter().any(|s| {
+            let s = s.trim();
+            !s.is_empty() && (s.eq_ignore_ascii_case(&a.package) || s.eq_ignore_ascii_case(last))
+        })
     }
 }
 
@@ -81,6 +152,8 @@ pub(crate) enum CatalogueError {
     BadId(String),
     #[error("cases/advisories.json: `{0}` names two entries")]
     Duplicate(String),
+    #[error("cases/advisories.json: `{0}` names no checks (the oracles its bug shows on)")]
+    NoChecks(String),
 }
 
 /// Parse and check a catalogue: every id and alias well formed, none named twice.
@@ -89,6 +162,9 @@ pub(crate) fn parse_catalogue(text: &str) -> Result<Vec<Advisory>, CatalogueErro
         serde_json::from_str(text).map_err(|e| CatalogueError::Syntax(e.to_string()))?;
     let mut seen = std::collections::BTreeSet::new();
     for a in &file.advisories {
+        if a.checks.is_empty() {
+            return Err(CatalogueError::NoChecks(a.id.clone()));
+        }
         for id in std::iter::once(&a.id).chain(&a.aliases) {
             if shape(id).is_none() {
                 return Err(CatalogueError::BadId(id.clone()));
@@ -189,6 +265,36 @@ impl Selection {
 mod tests {
     use super::*;
 
+    /// An advisory is its package's: named by the target file (ecosystem and name), or else
+    /// by a `serverInfo` name that is the package or its last segment. A Python server is not
+    /// the Kotlin SDK, whatever weakness they share.
+    #[test]
+    fn an_advisory_is_reproduced_only_on_its_own_package() {
+        let kotlin = find("CVE-2026-53937").expect("in the catalogue");
+        let rmcp = find("CVE-2026-42559").expect("in the catalogue");
+        let python = Subject {
+            package: Some(("PyPI".into(), "mcp".into())),
+            servers: vec!["kotlin-sdk".into()],
+        };
+        assert!(!python.is(kotlin), "the target file's package wins");
+        let pypi = find("CVE-2025-66416").expect("in the catalogue");
+        assert!(python.is(pypi));
+        let by_name = |name: &str| Subject {
+            package: None,
+            servers: vec![name.into()],
+        };
+        assert!(by_name("rmcp").is(rmcp));
+        assert!(by_name("Kotlin-SDK").is(kotlin));
+        assert!(!by_name("my-server").is(rmcp));
+        assert!(!Subject::default().is(rmcp));
+        assert_eq!(
+            Subject::parse_package("Maven:io.modelcontextprotocol:kotlin-sdk"),
+            Some(("Maven".into(), "io.modelcontextprotocol:kotlin-sdk".into()))
+        );
+        assert_eq!(Subject::parse_package("mcp"), None);
+        assert_eq!(Subject::parse_package(":mcp"), None);
+    }
+
     #[test]
     fn id_shapes() {
         for (id, want) in [
@@ -234,7 +340,7 @@ mod tests {
             format!(
                 r#"{{"about": "t", "advisories": [{{"id": "{id}", "aliases": ["{alias}"],
                 "ecosystem": "npm", "package": "p", "affected": "< 1", "summary": "s",
-                "url": "https://example.com"}}]}}"#
+                "url": "https://example.com", "checks": ["outcome"]}}]}}"#
             )
         };
         assert!(parse_catalogue(&one("CVE-2026-0001", "GHSA-2222-3333-4444")).is_ok());
@@ -254,6 +360,22 @@ mod tests {
             parse_catalogue("{}"),
             Err(CatalogueError::Syntax(_))
         ));
+        // Every advisory names the oracles its bug shows on, and only oracles there are.
+        let with_checks = |checks: &str| {
+            one("CVE-2026-0001", "GHSA-2222-3333-4444").replace(
+                r#""checks": ["outcome"]"#,
+                &format!(r#""checks": {checks}"#),
+            )
+        };
+        assert!(matches!(
+            parse_catalogue(&with_checks("[]")),
+            Err(CatalogueError::NoChecks(_))
+        ));
+        assert!(matches!(
+            parse_catalogue(&with_checks(r#"["outcomes"]"#)),
+            Err(CatalogueError::Syntax(_))
+        ));
+        assert!(parse_catalogue(&with_checks(r#"["crossed", "canary"]"#)).is_ok());
     }
 
     #[test]

@@ -503,6 +503,11 @@ struct RunArgs {
     /// upstream issue as owner/repo#N; repeatable). `mcp-gauntlet advisories` lists them.
     #[arg(long = "advisory", value_name = "ID", value_parser = parse_advisory)]
     advisory: Vec<&'static mcp_gauntlet::advisory::Advisory>,
+    /// The package the target is, as ECOSYSTEM:NAME (`npm:@modelcontextprotocol/sdk`,
+    /// `PyPI:mcp`): an advisory of that package whose weakness shows is REPRODUCED; any
+    /// other's is "as in" it. Without it, the target's `serverInfo` name is compared.
+    #[arg(long, value_name = "ECOSYSTEM:NAME", value_parser = parse_package)]
+    package: Option<(String, String)>,
     /// Run only shard K of N (1-based), e.g. `--shard 2/4`, to split a run across CI jobs.
     #[arg(long, value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
@@ -1013,6 +1018,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<u8> {
             (true, true) => mcp_gauntlet::advisory::Selection::Any,
             (true, false) => mcp_gauntlet::advisory::Selection::All,
         },
+        package: args.package,
         libtest_args: args.libtest,
         jobs: args.jobs.map(usize::from),
         quiet: args.quiet,
@@ -1152,6 +1158,12 @@ fn parse_advisory(id: &str) -> Result<&'static mcp_gauntlet::advisory::Advisory,
     mcp_gauntlet::advisory::find(id).ok_or_else(|| {
         format!("`{id}` is not in the advisory catalogue (`mcp-gauntlet advisories` lists it)")
     })
+}
+
+/// `--package ECOSYSTEM:NAME`.
+fn parse_package(s: &str) -> Result<(String, String), String> {
+    mcp_gauntlet::advisory::Subject::parse_package(s)
+        .ok_or_else(|| format!("`{s}` is not ECOSYSTEM:NAME (npm:@modelcontextprotocol/sdk)"))
 }
 
 fn campaign_command(args: CampaignArgs) -> anyhow::Result<u8> {

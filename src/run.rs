@@ -44,6 +44,9 @@ pub struct RunOptions {
     pub shard: Option<(usize, usize)>,
     /// Which cases run, by the advisories they cite (`--advisories`, `--advisory ID`).
     pub advisories: crate::advisory::Selection,
+    /// The package the target is (`--package npm:@modelcontextprotocol/sdk`; a campaign takes
+    /// its target file's): its own advisories are REPRODUCED, others' "as in".
+    pub package: Option<(String, String)>,
     /// Arguments for libtest (after `--`).
     pub libtest_args: Vec<String>,
     /// How many trials run at once (`--jobs`; libtest's `--test-threads` in `libtest_args`
@@ -84,6 +87,7 @@ impl Default for RunOptions {
             write_baseline: None,
             shard: None,
             advisories: crate::advisory::Selection::All,
+            package: None,
             libtest_args: Vec::new(),
             jobs: None,
             quiet: false,
@@ -207,20 +211,10 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
         .map(|(why, n)| (why.clone(), *n))
         .collect();
     let tested_nothing = !listing && tested_nothing(&records);
+    let info = run_info(&opts, &opened.name, &picked);
     if !listing {
-        say_end(&end_text(&records, &not_run, &opts, &shared), &opts)?;
+        say_end(&end_text(&records, &not_run, &opts, &info, &shared), &opts)?;
     }
-    let info = RunInfo {
-        target: opened.name.clone(),
-        profile: match &opts.target {
-            Target::Embedded => RunProfile::ServerAndGate,
-            Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
-            _ => RunProfile::One(opts.profile),
-        },
-        spec: crate::versions::list(&picked.versions, ","),
-        strict: opts.strict,
-        spelling: opts.settings.spelling(),
-    };
     write_outputs(
         &opts,
         &info,
@@ -342,6 +336,25 @@ fn libtest_arguments(opts: &RunOptions, settings: &Settings, trials: &mut Vec<Tr
 /// Where a quiet run sends libtest's lines.
 const NULL_DEVICE: &str = if cfg!(windows) { "NUL" } else { "/dev/null" };
 
+/// What the reports say of the run itself.
+fn run_info(opts: &RunOptions, target: &str, picked: &target::Picked) -> RunInfo {
+    RunInfo {
+        target: target.to_string(),
+        profile: match &opts.target {
+            Target::Embedded => RunProfile::ServerAndGate,
+            Target::Gate { .. } | Target::GateStdio { .. } => RunProfile::One(Profile::Gate),
+            _ => RunProfile::One(opts.profile),
+        },
+        spec: crate::versions::list(&picked.versions, ","),
+        strict: opts.strict,
+        spelling: opts.settings.spelling(),
+        subject: crate::advisory::Subject {
+            package: opts.package.clone(),
+            servers: picked.servers.clone(),
+        },
+    }
+}
+
 /// What a person reads after libtest's lines: the warnings, the summary (with the rerun
 /// command, secrets redacted) and the trials a dead target left not run. A quiet run, which
 /// printed no trial lines, first lists the failed trials and always prints its counts.
@@ -349,6 +362,7 @@ fn end_text(
     records: &[Record],
     not_run: &[(String, usize)],
     opts: &RunOptions,
+    info: &RunInfo,
     shared: &Shared,
 ) -> String {
     let mut out = String::new();
@@ -359,7 +373,7 @@ fn end_text(
         ));
     }
     out.push_str(&report::warning_summary(records));
-    out.push_str(&report::advisory_summary(records));
+    out.push_str(&report::advisory_summary(records, &info.subject));
     // The command line may hold secrets (`--header`, `--auth-token`): redacted.
     let summary = report::run_summary(records, rerun_command(opts).as_deref());
     if summary.is_empty() && (opts.quiet || opts.log.is_some()) {
@@ -541,8 +555,18 @@ fn plan(
             }
             let ordinal = trials.len();
             let (name, kind) = (case.id.clone(), lane.id.to_string());
-            if !applies(case, &lane, &settings) || !series_here(case, &lane, &ids) {
-                shared.collector.push(ordinal, lane.record(case, None, 0));
+            let runs_here = applies(case, &lane, &settings) && series_here(case, &lane, &ids);
+            let legal = legal_here(case, &lane, shared.strict).filter(|_| runs_here);
+            if !runs_here || legal.is_some() {
+                let mut record = lane.record(case, None, 0);
+                if let Some(why) = legal {
+                    record.findings.push(verdict::Finding {
+                        check: verdict::Check::Setup,
+                        status: Status::Pass,
+                        message: why.into(),
+                    });
+                }
+                shared.collector.push(ordinal, record);
                 trials.push(
                     Trial::test(name, || Ok(()))
                         .with_kind(kind)
@@ -590,6 +614,16 @@ fn applies(case: &Case, lane: &Lane, settings: &Speaking) -> bool {
         && settings.has_auth(case.spec.auth)
         && settings.mapping.can_send(&case.spec)
         && crate::identity::Identity::can_send(settings.identity.as_ref(), &case.spec)
+}
+
+/// Why what `case` sends is legal on `lane`'s target, if it is: a batch claiming 2025-03-26
+/// sent to a server that agrees to 2025-03-26 (a gate must still hold the denied call in it;
+/// `--strict` holds a server to the session's version, MCP-HTTP-VER-05's strict reading).
+fn legal_here(case: &Case, lane: &Lane, strict: bool) -> Option<&'static str> {
+    let server = lane.id.profile == Profile::Server && !strict;
+    (server && lane.batch_era && case.claims_batch_era()).then_some(
+        "the target agrees to 2025-03-26, where a batch is legal: a batch claiming that version is not judged",
+    )
 }
 
 /// A series runs once per target, not once per version (what accumulates does not depend on

@@ -55,11 +55,30 @@ const VERSIONS: &str = "2025-11-25,2026-07-28";
 const BLANKET: &[&str] = &["mute", "banner"];
 
 /// Cases only a blanket mode fails, and why no targeted mode is built for them.
-const BLANKET_ONLY: &[(&str, &str)] = &[(
-    "stdio 2025-11-25 stdio/crlf-terminated-ping",
+const BLANKET_ONLY: &[(&str, &str)] = &[
+    ("stdio 2025-11-25 stdio/crlf-terminated-ping",
     "a positive control: it fails against a server that refuses CRLF framing; no SDK does that \
-     (TS and rmcp strip the CR), so no witness mode imitates it",
-)];
+     (TS and rmcp strip the CR), so no witness mode imitates it",),
+    (
+        "stdio 2025-11-25 lifecycle/call-right-after-initialized-is-answered",
+        DROPPED_FIRST_CALL,
+    ),
+    (
+        "http 2025-11-25 lifecycle/call-right-after-initialized-is-answered",
+        DROPPED_FIRST_CALL,
+    ),
+    (
+        "sse 2024-11-05 lifecycle/call-right-after-initialized-is-answered",
+        DROPPED_FIRST_CALL,
+    ),
+];
+
+/// Why the case about a call right after the handshake is caught only by the blanket modes
+/// here.
+const DROPPED_FIRST_CALL: &str = "a positive control on every lane: the `drop-first-call` \
+     mode, which drops it over stdio, fails nearly every stdio case and is proven on its own \
+     (`a_server_that_drops_the_first_call_after_initialized_fails_the_case_naming_it`); the \
+     HTTP witness keeps no per-session state between POSTs to drop it by";
 
 fn expect_path(mode: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/expect/broken/{mode}.txt"))
@@ -138,6 +157,12 @@ macro_rules! broken_mode {
 
 /// Witness modes without a snapshot here, and why.
 const NOT_SNAPSHOTTED: &[(&str, &str)] = &[
+    (
+        "drop-first-call",
+        "it fails nearly every stdio case (each case's request is the first after the handshake): \
+         `a_server_that_drops_the_first_call_after_initialized_fails_the_case_naming_it` proves \
+         the case about it fails on it",
+    ),
     (
         "exits",
         "the witness process exits: tests/verdicts.rs proves the runner names the case that killed it",
@@ -345,4 +370,28 @@ fn late_answers_are_still_judged() {
         cut_short.is_subset(&on_time) && cut_short.len() < on_time.len(),
         "a window shorter than the lag misses late answers: {cut_short:?} of {on_time:?}"
     );
+}
+
+/// The case about a call sent right after `notifications/initialized` fails on a stdio server
+/// that drops that call, and passes on one that answers it.
+#[test]
+fn a_server_that_drops_the_first_call_after_initialized_fails_the_case_naming_it() {
+    const CASE: &str = "[stdio] lifecycle/call-right-after-initialized-is-answered";
+    for (broken, want) in [
+        (&[][..], TrialVerdict::Pass),
+        (&["drop-first-call"][..], TrialVerdict::Fail),
+    ] {
+        let cmd = stdio_witness_command(broken);
+        let (_, report) = run_with_report(
+            &["--stdio", &cmd, "--spec", "2025-11-25"],
+            &["--exact", CASE],
+        );
+        let got: Vec<TrialVerdict> = report
+            .results
+            .iter()
+            .filter(|t| t.id == "lifecycle/call-right-after-initialized-is-answered")
+            .map(|t| t.verdict)
+            .collect();
+        assert_eq!(got, [want], "{broken:?}: {:?}", report.results);
+    }
 }

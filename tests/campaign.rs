@@ -578,3 +578,57 @@ fn two_shards_merged_give_the_matrix_of_one_run() {
         "{md}"
     );
 }
+
+/// A target that fronts the witness (`fronts_witness`) is loaded after its cases, and so is the
+/// reference gate in front of the same witness: both records kept, every answer counted, and
+/// the ecosystem pages make a column and a section of it.
+#[test]
+fn a_gateway_is_loaded_side_by_side_with_the_reference_gate() {
+    let body = r#"{
+  "about": "A stand-in gateway: the witness itself, serving HTTP.",
+  "package": "mcp-gauntlet",
+  "ecosystem": "none",
+  "install": {"kind": "command"},
+  "lanes": [{"kind": "http", "command": "{gauntlet} witness --http 127.0.0.1:{port}"}],
+  "fronts_witness": {"concurrency": 2, "requests": 40}
+}"#;
+    let dir = folder_with("gw.json", body);
+    let out = tempfile::tempdir().expect("a temporary folder");
+    let pages = tempfile::tempdir().expect("a temporary folder");
+    let o = campaign(
+        &[
+            s(dir.path()),
+            "--out",
+            s(out.path()),
+            "--ecosystem",
+            s(pages.path()),
+            "--",
+            "batch/",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let side: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("gw-http.side.json")).expect("a side record"),
+    )
+    .expect("the record parses");
+    for who in ["gateway", "reference"] {
+        let m = &side[who]["Ok"];
+        assert_eq!(m["sent"], 40, "{who}: {side}");
+        assert_eq!(m["ok"], 40, "{who}: {side}");
+        assert_eq!((&m["wrong"], &m["lost"]), (&0.into(), &0.into()), "{side}");
+    }
+    let readme = std::fs::read_to_string(pages.path().join("README.md")).expect("the index");
+    assert!(
+        readme.contains("| vs the reference gate (load) |"),
+        "{readme}"
+    );
+    assert!(readme.contains("× throughput, p50 "), "{readme}");
+    let page =
+        std::fs::read_to_string(pages.path().join("packages/gw.md")).expect("the package page");
+    assert!(
+        page.contains("## Side by side with the reference gate"),
+        "{page}"
+    );
+    assert!(page.contains("× the reference gate's throughput"), "{page}");
+}

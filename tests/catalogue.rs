@@ -556,3 +556,25 @@ fn a_series_over_stdio_takes_nothing_of_http() {
         );
     }
 }
+
+/// A batch claims the version that had batches by its `MCP-Protocol-Version` header or its
+/// handshake; one sent without the header (the session says the version) does not.
+#[test]
+fn which_cases_claim_the_batch_era() {
+    let cat = mcp_gauntlet::case::Catalogue::embedded().expect("the catalogue loads");
+    let claims = |id: &str| {
+        cat.cases
+            .iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no case {id}"))
+            .claims_batch_era()
+    };
+    assert!(claims("versions/batch-with-version-header-2025-03-26"));
+    assert!(claims(
+        "versions/batch-after-initialize-claiming-2025-03-26"
+    ));
+    assert!(!claims("batch/denied-call-in-array-without-version-header"));
+    assert!(!claims(
+        "lifecycle/call-right-after-initialized-is-answered"
+    ));
+}

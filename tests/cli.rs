@@ -652,3 +652,35 @@ fn a_version_advertised_but_refused_is_said_once_and_not_tested() {
     assert!(!stdout.contains("2026-07-28"), "{stdout}");
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
 }
+
+/// A server that agrees to 2025-03-26 (the `legacy-batch` witness) may take a batch that claims
+/// that version: the case sending one does not apply there, and its record says why; held to
+/// the session's version (`--strict`), it is judged and fails.
+#[test]
+fn a_batch_claiming_2025_03_26_is_legal_on_a_server_that_agrees_to_it() {
+    const CASE: &str = "versions/batch-with-version-header-2025-03-26";
+    let w = HttpWitness::start(&["legacy-batch"], None);
+    let trial = |strict: bool| {
+        let mut args = vec!["--http", w.url.as_str(), "--spec", "2025-11-25"];
+        if strict {
+            args.push("--strict");
+        }
+        let (_, report) = run_with_report(&args, &["--exact", &format!("[http] {CASE}")]);
+        report
+            .results
+            .into_iter()
+            .find(|t| t.id == CASE)
+            .expect("the case's record")
+    };
+    let legal = trial(false);
+    assert_eq!(legal.verdict, TrialVerdict::Skip, "{legal:?}");
+    assert!(
+        legal
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Setup && f.status == Status::Pass),
+        "the record says why: {legal:?}"
+    );
+    let strict = trial(true);
+    assert_eq!(strict.verdict, TrialVerdict::Fail, "{strict:?}");
+}

@@ -348,8 +348,10 @@ fn reports_do_not_depend_on_the_number_of_jobs() {
 }
 
 /// A run limited to the advisory cases names the advisories in the JSON report, JUnit and the
-/// matrix, and ends with the ones the target reproduced: a witness that checks no Origin
-/// reproduces the Origin advisories, not the Content-Type one it still refuses.
+/// matrix, and ends with the ones the target reproduced: a witness that checks no Origin, said
+/// to be the Java SDK (`--package`), reproduces the Java SDK's Origin advisory; the same
+/// weakness is only "as in" the Python SDK's, and the Content-Type one it still refuses is not
+/// reproduced.
 #[test]
 fn advisories_are_named_everywhere_and_the_run_ends_with_the_ones_reproduced() {
     let w = HttpWitness::start(&["no-origin"], None);
@@ -363,6 +365,8 @@ fn advisories_are_named_everywhere_and_the_run_ends_with_the_ones_reproduced() {
             "--spec",
             "2025-11-25",
             "--advisories",
+            "--package",
+            "Maven:io.modelcontextprotocol.sdk:mcp-core",
         ])
         .arg("--report")
         .arg(&report)
@@ -384,6 +388,11 @@ fn advisories_are_named_everywhere_and_the_run_ends_with_the_ones_reproduced() {
             .to_string()
     };
     assert!(line("  REPRODUCED CVE-2026-35568 (GHSA-8jxr-pr72-r468)").contains("Origin"));
+    assert!(line("  WEAKNESS as in CVE-2025-66416 (PyPI mcp)").contains("Origin"));
+    assert!(
+        !stdout.contains("REPRODUCED CVE-2025-66416"),
+        "another package's advisory is never REPRODUCED here: {stdout}"
+    );
     assert!(
         stdout.contains("    by headers/origin-foreign-host [http 2025-11-25]"),
         "{stdout}"
@@ -449,6 +458,7 @@ fn advisories_in_junit_and_the_matrix(junit: &std::path::Path, report: &std::pat
         row("CVE-2026-33252").ends_with("| not reproduced |"),
         "{table}"
     );
+    assert!(row("CVE-2025-66416").ends_with("| **as in** |"), "{table}");
     assert!(
         table.contains("MCP-SEC-LOCAL-01; advisories: CVE-2026-35568, CVE-2025-66416"),
         "{table}"
@@ -464,37 +474,54 @@ fn advisory_selection_and_what_counts_as_reproduced() {
         i32::from(exit::USAGE)
     );
     use mcp_gauntlet::case::Level;
-    use mcp_gauntlet::report::{reproduces, TrialVerdict};
+    use mcp_gauntlet::report::{Check, TrialVerdict};
+    let find = |id| mcp_gauntlet::advisory::find(id).unwrap();
+    // A foreign Origin served: the Origin advisory is about what was served (outcome, canary).
+    let origin = find("CVE-2026-35568");
     let fail = TrialVerdict::Fail;
-    assert!(reproduces(
+    assert!(origin.shown_by(
         fail,
         Level::Must,
-        ["http_status", "canary"].into_iter()
+        [Check::HttpStatus, Check::Canary].into_iter()
     ));
-    assert!(!reproduces(
+    assert!(!origin.shown_by(
         fail,
         Level::Must,
-        ["shape", "id", "http_status"].into_iter()
+        [Check::Shape, Check::Id, Check::HttpStatus].into_iter()
     ));
-    assert!(reproduces(
+    assert!(origin.shown_by(
         TrialVerdict::Known,
         Level::Must,
-        ["outcome"].into_iter()
-    ));
-    assert!(reproduces(
-        TrialVerdict::Warn,
-        Level::Should,
-        ["resources"].into_iter()
+        [Check::Outcome].into_iter()
     ));
     assert!(
-        !reproduces(TrialVerdict::Warn, Level::Must, ["outcome"].into_iter()),
+        !origin.shown_by(
+            TrialVerdict::Warn,
+            Level::Must,
+            [Check::Outcome].into_iter()
+        ),
         "a prefer miss"
     );
-    assert!(!reproduces(
+    assert!(!origin.shown_by(
         TrialVerdict::Stale,
         Level::Must,
-        ["outcome"].into_iter()
+        [Check::Outcome].into_iter()
     ));
+    let sessions = find("GHSA-84m7-p3x7-pcfv");
+    assert!(sessions.shown_by(
+        TrialVerdict::Warn,
+        Level::Should,
+        [Check::Memory].into_iter()
+    ));
+    // The crossed-answers advisory is about answers reaching another client: a framework that
+    // refused the eight clients with 404 (outcome failed, crossed passed) does not show it.
+    let crossed = find("CVE-2026-25536");
+    assert!(!crossed.shown_by(
+        fail,
+        Level::Must,
+        [Check::Outcome, Check::HttpStatus].into_iter()
+    ));
+    assert!(crossed.shown_by(fail, Level::Must, [Check::Crossed].into_iter()));
 }
 
 /// Run `mcp-gauntlet run ARGS --sarif FILE -- LIBTEST` and return the SARIF log read back.

@@ -86,6 +86,8 @@ struct Seen<'a> {
     record: Option<LaneRecord>,
     /// Its report, when its run completed.
     report: Option<ReportFile>,
+    /// A gateway's load beside the reference gate's, when its target fronts the witness.
+    side: Option<super::side_by_side::SideBySide>,
 }
 
 impl Seen<'_> {
@@ -187,12 +189,16 @@ fn gather<'a>(targets: &'a [TargetFile], dirs: &[PathBuf]) -> Result<Vec<Seen<'a
                     None,
                 ),
             };
+            let side = dirs
+                .iter()
+                .find_map(|d| super::side_by_side::SideBySide::read(d, &column));
             out.push(Seen {
                 target: t,
                 lane,
                 column,
                 record,
                 report,
+                side,
             });
         }
     }
@@ -315,12 +321,17 @@ fn matrix(seen: &[Seen]) -> String {
     for s in seen.iter().filter_map(|s| s.report.as_ref()) {
         families.extend(s.results.iter().map(|r| family(&r.id).to_string()));
     }
+    // Gateways loaded side by side with the reference gate: a column of their own.
+    let sides = seen.iter().any(|s| s.side.is_some());
     let mut out = String::from("## The matrix\n\n| package | lane | version |");
     for f in &families {
         let _ = write!(out, " {f} |");
     }
+    if sides {
+        out.push_str(" vs the reference gate (load) |");
+    }
     out.push_str("\n|---|---|---|");
-    out.push_str(&"---|".repeat(families.len()));
+    out.push_str(&"---|".repeat(families.len() + usize::from(sides)));
     out.push('\n');
     for s in seen {
         let Some(report) = &s.report else { continue };
@@ -342,6 +353,16 @@ fn matrix(seen: &[Seen]) -> String {
                     .filter(|r| version_of(r) == v && family(&r.id) == f);
                 let link = format!("packages/{}.md#{}", s.target.name, anchor(&s.column, v));
                 let _ = write!(out, " {} |", family_cell(rows, &link));
+            }
+            if sides {
+                let side = s.side.as_ref().map_or(String::new(), |side| {
+                    format!(
+                        "[{}](packages/{}.md#side-by-side-with-the-reference-gate)",
+                        cell(&side.short()),
+                        s.target.name
+                    )
+                });
+                let _ = write!(out, " {side} |");
             }
             out.push('\n');
         }
@@ -440,11 +461,37 @@ fn package_page(lanes: &[&Seen], made: &Provenance) -> String {
         );
     }
     out.push('\n');
+    out.push_str(&side_section(lanes));
     out.push_str(&not_checked(lanes));
     out.push_str(&causes_section(lanes));
     for s in lanes {
         out.push_str(&lane_section(s));
     }
+    out
+}
+
+/// A gateway's lanes loaded beside the reference gate in front of the same witness.
+fn side_section(lanes: &[&Seen]) -> String {
+    let sides: Vec<_> = lanes
+        .iter()
+        .filter_map(|s| s.side.as_ref().map(|side| (&s.column, side)))
+        .collect();
+    if sides.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "## Side by side with the reference gate\n\nThe same load (`mcp-gauntlet load`: concurrent clients, each with its own session, calling the\nwitness's `echo` with a token only that request carries) against this lane and against the\nsuite's reference gate in front of the same witness over stdio, one after the other in the\nsame campaign. Throughput is a ratio, latency the difference; wrong answers (another\nrequest's) and lost ones (none, or an error status) are counted, not averaged.\n\n| lane | clients | requests | result |\n|---|---|---|---|\n",
+    );
+    for (column, side) in sides {
+        let _ = writeln!(
+            out,
+            "| {column} | {} | {} | {} |",
+            side.concurrency,
+            side.requests,
+            cell(&side.cell())
+        );
+    }
+    out.push('\n');
     out
 }
 

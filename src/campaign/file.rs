@@ -39,6 +39,24 @@ pub struct TargetSpec {
     /// recipe's paths take `{release}`; the file has no `release` of its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub advisories: Vec<AdvisoryRow>,
+    /// A proxy or gateway whose lanes front the suite's witness (`{gauntlet} witness
+    /// --stdio`): after its cases, each HTTP lane is loaded, and so is the reference gate in
+    /// front of the same witness, side by side (`OUT/COLUMN.side.json`, a column of the
+    /// ecosystem pages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fronts_witness: Option<SideBySideSpec>,
+}
+
+/// How hard a gateway and the reference gate are loaded, alike.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideBySideSpec {
+    /// Concurrent clients, each with its own session.
+    #[schemars(range(min = 1, max = 256))]
+    pub concurrency: usize,
+    /// Requests in all, spread over the clients.
+    #[schemars(range(min = 1, max = 1000000))]
+    pub requests: u64,
 }
 
 /// Where the package comes from, spelled as `cases/advisories.json` spells it.

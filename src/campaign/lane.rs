@@ -342,6 +342,10 @@ pub(crate) fn options(
         jobs: opts.jobs,
         self_exe: opts.self_exe.clone(),
         log: Some(files.log.clone()),
+        package: Some((
+            t.spec.ecosystem.as_str().to_string(),
+            t.spec.package.clone(),
+        )),
         ..RunOptions::default()
     })
 }
@@ -431,6 +435,25 @@ fn unstable_skips(t: &TargetFile, l: &LaneSpec) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// This suite's binary, as `{gauntlet}` names it.
+pub(crate) fn gauntlet(opts: &CampaignOptions) -> PathBuf {
+    opts.self_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("mcp-gauntlet"))
+}
+
+/// Lane `l`'s command with the campaign's placeholders filled (no token issuer: for a lane
+/// started again outside its run, as a gateway loaded side by side).
+pub(crate) fn command(
+    t: &TargetFile,
+    l: &LaneSpec,
+    env: &Path,
+    opts: &CampaignOptions,
+) -> Option<String> {
+    l.command.as_deref().map(|c| fill(c, t, env, None, opts))
+}
+
 /// The command with the campaign's placeholders filled, each value quoted for the split.
 fn fill(
     command: &str,
@@ -440,11 +463,7 @@ fn fill(
     opts: &CampaignOptions,
 ) -> String {
     let quote = |p: &Path| shell_words::quote(&p.display().to_string()).into_owned();
-    let gauntlet: PathBuf = opts
-        .self_exe
-        .clone()
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("mcp-gauntlet"));
+    let gauntlet = gauntlet(opts);
     let mut out = command
         .replace("{dir}", &quote(&t.dir))
         .replace("{env}", &quote(env))

@@ -18,6 +18,7 @@ pub mod install;
 mod lane;
 pub mod load;
 mod matrix;
+pub mod side_by_side;
 
 pub use advisory::AdvisoryRecord;
 pub use ecosystem::{write_ecosystem, EcosystemFiles, Provenance};
@@ -462,6 +463,10 @@ fn run_target(
         let record = lane::run_lane(t, l, &env, key, opts);
         println!("   {}: {}", record.column, record.outcome.describe());
         crate::sync::lock(out).lanes.push(record);
+        let command = lane::command(t, l, &env, opts);
+        if let Some(side) = side_by_side::run(t, l, command, opts) {
+            println!("   {} side by side: {}", side.column, side.cell());
+        }
     }
 }
 

@@ -208,6 +208,25 @@ impl Case {
         self.spec.profiles.as_ref().is_none_or(|v| v.contains(&p))
     }
 
+    /// Whether the case sends a batch array claiming a version that had batches (its
+    /// `MCP-Protocol-Version` header, or its `handshake_version`, is 2025-03-26 or before). A
+    /// server that accepts that version may take the batch: it is legal there.
+    pub fn claims_batch_era(&self) -> bool {
+        let s = &self.spec;
+        let batch = matches!(&s.request.body, Some(BodySpec::Json(v)) if v.is_array());
+        let header = s
+            .request
+            .headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("mcp-protocol-version"))
+            .and_then(|(_, v)| v.as_deref())
+            .and_then(Version::parse);
+        batch
+            && header
+                .or(s.handshake_version)
+                .is_some_and(Version::has_batches)
+    }
+
     pub fn applies_to_version(&self, version: Version) -> bool {
         self.spec
             .versions

@@ -109,6 +109,7 @@ mod tests {
             spec: "2025-11-25".to_string(),
             strict: false,
             spelling: None,
+            subject: Default::default(),
         };
         let xml = junit(&info, &records);
         roxmltree::Document::parse(&xml).expect("well-formed XML");

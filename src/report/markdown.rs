@@ -112,20 +112,26 @@ pub(crate) fn step_summary(
             inert(why, 2 * FIRST_LINE)
         ));
     }
-    advisories(&mut out, records);
+    advisories(&mut out, records, &info.subject);
     families(&mut out, records);
     out
 }
 
-/// The advisories line: which were reproduced, by which cases.
-fn advisories(out: &mut String, records: &[Record]) {
+/// The advisories line: which were reproduced (on their own package), which weaknesses are
+/// as in another package's advisory, and by which cases.
+fn advisories(out: &mut String, records: &[Record], subject: &crate::advisory::Subject) {
     let seen = advisories_seen(records);
     if seen.is_empty() {
         return;
     }
-    let reproduced: Vec<_> = seen.iter().filter(|(_, s)| !s.by.is_empty()).collect();
+    let shown: Vec<_> = seen
+        .iter()
+        .filter(|(_, s)| !s.by.is_empty())
+        .filter_map(|(id, s)| Some((crate::advisory::find(id)?, s)))
+        .collect();
+    let reproduced = shown.iter().filter(|(a, _)| subject.is(a)).count();
     let tested = seen.values().filter(|s| s.tested).count();
-    if reproduced.is_empty() {
+    if shown.is_empty() {
         out.push_str(&format!(
             "**Advisories:** none reproduced ({tested} tested, {} not tested on this target).\n\n",
             seen.len() - tested
@@ -133,14 +139,11 @@ fn advisories(out: &mut String, records: &[Record]) {
         return;
     }
     out.push_str(&format!(
-        "**Advisories reproduced: {}** ({tested} tested, {} not tested on this target)\n\n",
-        reproduced.len(),
+        "**Advisories reproduced: {reproduced}**, weaknesses as in another package's: {} ({tested} tested, {} not tested on this target)\n\n",
+        shown.len() - reproduced,
         seen.len() - tested
     ));
-    for (id, s) in reproduced {
-        let Some(a) = crate::advisory::find(id) else {
-            continue;
-        };
+    for (a, s) in shown {
         let cases: Vec<String> =
             s.by.iter()
                 .map(|(case, lanes)| {
@@ -152,8 +155,13 @@ fn advisories(out: &mut String, records: &[Record]) {
                     )
                 })
                 .collect();
+        let (how, by) = if subject.is(a) {
+            ("", "Reproduced by")
+        } else {
+            ("as in ", "The same weakness shown by")
+        };
         out.push_str(&format!(
-            "- [{}]({}): {} Affects {}. Reproduced by {}.\n",
+            "- {how}[{}]({}): {} Affects {}. {by} {}.\n",
             inert(&a.ids(), FIRST_LINE),
             a.url.replace(['(', ')', ' '], ""),
             inert(&a.summary, 2 * FIRST_LINE),
@@ -242,6 +250,7 @@ mod tests {
             spec: "2025-06-18,2025-11-25".to_string(),
             strict: false,
             spelling: None,
+            subject: Default::default(),
         }
     }
 

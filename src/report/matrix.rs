@@ -1,6 +1,6 @@
 //! The matrix: reports read back (one column each), cases by target, as Markdown, HTML and JSON.
 
-use super::{reproduces, unpassed, LaneName, Record, ReportFile, TrialVerdict};
+use super::{unpassed, LaneName, Record, ReportFile, TrialVerdict};
 use serde::Serialize;
 
 /// One cell of the matrix: what a target did with a case.
@@ -58,7 +58,31 @@ pub struct Matrix {
     pub spellings: Vec<(String, String)>,
     /// Per advisory the rows cite: per column, whether the target reproduced it (`None`: no
     /// trial of that column tested it).
-    pub advisories: Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)>,
+    pub advisories: Vec<AdvisoryLine>,
+}
+
+/// One advisory of the matrix: per column, whether its weakness showed there.
+#[derive(Debug, Clone)]
+pub struct AdvisoryLine {
+    pub advisory: &'static crate::advisory::Advisory,
+    /// Per column: `Some(true)` a row citing it failed on the advisory's own check there,
+    /// `Some(false)` rows citing it were tested and none did, `None` none was tested.
+    pub cells: Vec<Option<bool>>,
+    /// Per column: whether its target is the advisory's package (its report's `package` or
+    /// `serverInfo` names), where a shown weakness is REPRODUCED; elsewhere it is "as in".
+    pub theirs: Vec<bool>,
+}
+
+impl AdvisoryLine {
+    /// The word of column `col`'s cell.
+    fn word(&self, col: usize) -> &'static str {
+        match (self.cells[col], self.theirs[col]) {
+            (Some(true), true) => "REPRODUCED",
+            (Some(true), false) => "as in",
+            (Some(false), _) => "not reproduced",
+            (None, _) => "",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -83,27 +107,27 @@ impl MatrixRow {
     }
 }
 
-/// Per advisory the reports' rows cite: per report, reproduced, tested only, or not tested.
-fn advisory_columns(
-    reports: &[(String, ReportFile)],
-) -> Vec<(&'static crate::advisory::Advisory, Vec<Option<bool>>)> {
-    let mut out: std::collections::BTreeMap<
-        &'static str,
-        (&'static crate::advisory::Advisory, Vec<Option<bool>>),
-    > = Default::default();
+/// Per advisory the reports' rows cite: per report, shown, tested only, or not tested, and
+/// whether the report's target is the advisory's package.
+fn advisory_columns(reports: &[(String, ReportFile)]) -> Vec<AdvisoryLine> {
+    let mut out: std::collections::BTreeMap<&'static str, AdvisoryLine> = Default::default();
+    let subjects: Vec<crate::advisory::Subject> =
+        reports.iter().map(|(_, r)| r.subject()).collect();
     for (col, (_, r)) in reports.iter().enumerate() {
         for row in &r.results {
             for cited in &row.advisories {
                 let Some(a) = crate::advisory::find(cited) else {
                     continue;
                 };
-                let cells = &mut out
-                    .entry(a.id.as_str())
-                    .or_insert_with(|| (a, vec![None; reports.len()]))
-                    .1;
+                let line = out.entry(a.id.as_str()).or_insert_with(|| AdvisoryLine {
+                    advisory: a,
+                    cells: vec![None; reports.len()],
+                    theirs: subjects.iter().map(|s| s.is(a)).collect(),
+                });
                 if row.verdict != TrialVerdict::Skip {
-                    let was = cells[col].unwrap_or(false);
-                    cells[col] = Some(was || reproduces(row.verdict, row.level, unpassed(row)));
+                    let was = line.cells[col].unwrap_or(false);
+                    line.cells[col] =
+                        Some(was || a.shown_by(row.verdict, row.level, unpassed(row)));
                 }
             }
         }
@@ -197,7 +221,7 @@ impl Matrix {
             out.push('\n');
         }
         if !self.advisories.is_empty() {
-            out.push_str("\nAdvisories (reproduced: a row citing it failed there):\n\n| advisory | affects |");
+            out.push_str("\nAdvisories (REPRODUCED: a row citing it failed there on the advisory's own check, and the target is its package; as in: the same weakness in another package):\n\n| advisory | affects |");
             for name in &self.columns {
                 out.push_str(&format!(" {} |", name.replace('|', "/")));
             }
@@ -206,11 +230,12 @@ impl Matrix {
                 out.push_str("---|");
             }
             out.push('\n');
-            for (a, cells) in &self.advisories {
+            for line in &self.advisories {
+                let a = line.advisory;
                 out.push_str(&format!("| {} | {} |", a.ids(), a.affects()));
-                for c in cells {
-                    let w = advisory_word(*c);
-                    if *c == Some(true) {
+                for col in 0..line.cells.len() {
+                    let w = line.word(col);
+                    if line.cells[col] == Some(true) {
                         out.push_str(&format!(" **{w}** |"));
                     } else {
                         out.push_str(&format!(" {w} |"));
@@ -261,24 +286,25 @@ impl Matrix {
         }
         out.push_str("</tbody></table>\n");
         if !self.advisories.is_empty() {
-            out.push_str("<p>Advisories (reproduced: a row citing it failed there):</p>\n<table>\n<thead><tr><th>advisory</th><th>affects</th>");
+            out.push_str("<p>Advisories (REPRODUCED: a row citing it failed there on the advisory's own check, and the target is its package; as in: the same weakness in another package):</p>\n<table>\n<thead><tr><th>advisory</th><th>affects</th>");
             for name in &self.columns {
                 out.push_str(&format!("<th>{}</th>", html_escape(name)));
             }
             out.push_str("</tr></thead>\n<tbody>\n");
-            for (a, cells) in &self.advisories {
+            for line in &self.advisories {
+                let a = line.advisory;
                 out.push_str(&format!(
                     "<tr><td>{}</td><td class=\"req\">{}</td>",
                     html_escape(&a.ids()),
                     html_escape(&a.affects())
                 ));
-                for c in cells {
-                    let class = match c {
+                for col in 0..line.cells.len() {
+                    let class = match line.cells[col] {
                         Some(true) => "FAIL",
                         Some(false) => "pass",
                         None => "",
                     };
-                    out.push_str(&format!("<td class=\"{class}\">{}</td>", advisory_word(*c)));
+                    out.push_str(&format!("<td class=\"{class}\">{}</td>", line.word(col)));
                 }
                 out.push_str("</tr>\n");
             }
@@ -297,15 +323,6 @@ impl Matrix {
         }
         out.push_str("</body></html>\n");
         out
-    }
-}
-
-/// A matrix cell of the advisories table.
-fn advisory_word(c: Option<bool>) -> &'static str {
-    match c {
-        Some(true) => "REPRODUCED",
-        Some(false) => "not reproduced",
-        None => "",
     }
 }
 
@@ -355,14 +372,16 @@ struct JsonRow<'a> {
     cells: Vec<&'static str>,
 }
 
-/// One advisory of the JSON form: per column `true` (reproduced), `false` (tested, not
-/// reproduced) or `null` (not tested).
+/// One advisory of the JSON form: per column `true` (its weakness shown), `false` (tested,
+/// not shown) or `null` (not tested); and per column whether the target is its package (a
+/// shown weakness is then reproduced, else "as in").
 #[derive(Debug, Serialize)]
 struct JsonAdvisory<'a> {
     id: &'a str,
     aliases: &'a [String],
     affects: String,
     cells: &'a [Option<bool>],
+    their_package: &'a [bool],
 }
 
 impl Matrix {
@@ -399,11 +418,12 @@ impl Matrix {
         let advisories: Vec<JsonAdvisory> = self
             .advisories
             .iter()
-            .map(|(a, cells)| JsonAdvisory {
-                id: &a.id,
-                aliases: &a.aliases,
-                affects: a.affects(),
-                cells,
+            .map(|line| JsonAdvisory {
+                id: &line.advisory.id,
+                aliases: &line.advisory.aliases,
+                affects: line.advisory.affects(),
+                cells: &line.cells,
+                their_package: &line.theirs,
             })
             .collect();
         serde_json::json!({

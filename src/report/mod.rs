@@ -200,6 +200,13 @@ struct Report<'a> {
     /// identity, refusal style); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     spelling: Option<&'a str>,
+    /// The package the target is (`npm @modelcontextprotocol/sdk`), when its target file or
+    /// `--package` said: advisories of that package are REPRODUCED, others "as in".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    package: Option<String>,
+    /// The `serverInfo` names the target answered the version probe with.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    server_names: &'a [String],
     summary: Summary,
     results: &'a [Record],
 }
@@ -213,6 +220,8 @@ pub struct RunInfo {
     pub strict: bool,
     /// [`crate::settings::Settings::spelling`] of the run.
     pub spelling: Option<String>,
+    /// Who the target is, for its advisories.
+    pub subject: crate::advisory::Subject,
 }
 
 /// The JSON report text.
@@ -226,6 +235,8 @@ pub(crate) fn json_report(info: &RunInfo, records: &[Record]) -> String {
         spec: &info.spec,
         strict: info.strict,
         spelling: info.spelling.as_deref(),
+        package: info.subject.package_line(),
+        server_names: &info.subject.servers,
         summary: Summary {
             pass: count(TrialVerdict::Pass),
             warn: count(TrialVerdict::Warn),
@@ -510,47 +521,12 @@ fn by_cause(records: &[Record]) -> String {
     format!("  by cause, worst first: {}\n", parts.join("; "))
 }
 
-/// The oracles whose failure shows a target did what an advisory describes: it served what it
-/// had to refuse, ran the denied tool, forwarded what it had to hold, spent unbounded memory
-/// (on one input, or kept over a series), CPU or other clients' time, or served a request
-/// smuggled behind another. A refusal with the wrong status, error code, id or
-/// shape is a finding of its own, not the advisory's bug. An answer that reached another client
-/// (or none) is the bug of CVE-2026-25536.
-const OPENING_CHECKS: &[&str] = &[
-    "outcome",
-    "canary",
-    "forwarded",
-    "resources",
-    "framing",
-    "crossed",
-    "memory",
-    "cpu",
-    "latency",
-];
-
-/// Whether a trial shows the target open to the advisories its case cites: a failure (known to
-/// the baseline or not), or a warning on a `should` case (the rule the advisory broke is a
-/// SHOULD of the protocol), with a finding of an [`OPENING_CHECKS`] oracle among what did not
-/// pass (`checks`).
-pub fn reproduces<'a>(
-    verdict: TrialVerdict,
-    level: Level,
-    mut checks: impl Iterator<Item = &'a str>,
-) -> bool {
-    let counted = match verdict {
-        TrialVerdict::Fail | TrialVerdict::Known => true,
-        TrialVerdict::Warn => level == Level::Should,
-        TrialVerdict::Pass | TrialVerdict::Skip | TrialVerdict::Stale => false,
-    };
-    counted && checks.any(|c| OPENING_CHECKS.contains(&c))
-}
-
 /// The oracles of a record's findings that did not pass.
-fn unpassed(r: &Record) -> impl Iterator<Item = &'static str> + '_ {
+pub(crate) fn unpassed(r: &Record) -> impl Iterator<Item = Check> + '_ {
     r.findings
         .iter()
         .filter(|f| f.status != Status::Pass)
-        .map(|f| f.check.as_str())
+        .map(|f| f.check)
 }
 
 /// Whether a trial's case went out at all: one whose handshake failed tested nothing.
@@ -560,14 +536,13 @@ fn was_sent(r: &Record) -> bool {
         .any(|f| f.check == crate::verdict::Check::Setup)
 }
 
-/// The end of a run's list of advisories: which ones the target reproduced (with the case and
-/// the lanes and versions where it did), which its trials tested without reproducing, and which
-/// none of its trials could test. Empty when no trial's case cites an advisory.
+/// Case id -> the lanes where it showed an advisory's weakness.
+type Shown = std::collections::BTreeMap<String, std::collections::BTreeSet<String>>;
+
 /// What a run's trials showed of one advisory.
 #[derive(Default)]
 struct AdvisorySeen {
-    /// Case id -> the lanes where it reproduced the advisory.
-    by: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    by: Shown,
     tested: bool,
     /// A case citing it failed on other oracles only (a refusal's status or shape).
     otherwise: bool,
@@ -586,7 +561,7 @@ fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static st
             entry.tested |= r.verdict != TrialVerdict::Skip && sent;
             entry.otherwise |=
                 sent && matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known);
-            if reproduces(r.verdict, r.level, unpassed(r)) {
+            if a.shown_by(r.verdict, r.level, unpassed(r)) {
                 // The lane with its version, even when the run had one version only.
                 let lane = match (&r.lane_version, r.version.is_empty()) {
                     (None, false) => format!("{} {}", kind_of(r), r.version),
@@ -602,15 +577,16 @@ fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static st
 /// What a run's records show of one advisory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AdvisoryShown {
-    /// A case citing it failed on what it served (the closing list's REPRODUCED).
+    /// A case citing it failed on one of the advisory's own checks: the weakness is there.
     Reproduced,
-    /// A case citing it was sent, and none reproduced it.
+    /// A case citing it was sent, and none showed the weakness.
     Clean,
     /// No case citing it was sent.
     NotTested,
 }
 
-/// What `records` show of the advisory `id` (its id or an alias), as the closing list says it.
+/// What `records` show of the advisory `id` (its id or an alias): whether its weakness is
+/// there, whoever the target is (an advisory row's target is the advisory's package).
 pub fn advisory_shown(records: &[Record], id: &str) -> AdvisoryShown {
     let seen = advisories_seen(records);
     let entry = crate::advisory::find(id).and_then(|a| seen.get(a.id.as_str()));
@@ -621,12 +597,22 @@ pub fn advisory_shown(records: &[Record], id: &str) -> AdvisoryShown {
     }
 }
 
-pub(crate) fn advisory_summary(records: &[Record]) -> String {
+/// The end of a run's list of advisories: the ones the target reproduced (it is the advisory's
+/// package, and a case failed on the advisory's own check), the weaknesses it shares with an
+/// advisory of another package ("as in"), the ones its trials tested without showing, and the
+/// ones none could test; each shown one with its cases and the lanes and versions where it
+/// showed. Empty when no trial's case cites an advisory.
+pub(crate) fn advisory_summary(records: &[Record], subject: &crate::advisory::Subject) -> String {
     let seen = advisories_seen(records);
     if seen.is_empty() {
         return String::new();
     }
-    let reproduced = seen.values().filter(|s| !s.by.is_empty()).count();
+    let shown: Vec<(&crate::advisory::Advisory, &AdvisorySeen)> = seen
+        .iter()
+        .filter(|(_, s)| !s.by.is_empty())
+        .filter_map(|(id, s)| Some((crate::advisory::find(id)?, s)))
+        .collect();
+    let reproduced = shown.iter().filter(|(a, _)| subject.is(a)).count();
     let untested: Vec<&str> = seen
         .iter()
         .filter(|(_, s)| !s.tested)
@@ -638,24 +624,41 @@ pub(crate) fn advisory_summary(records: &[Record]) -> String {
         .map(|(id, _)| *id)
         .collect();
     let mut out = format!(
-        "\nadvisories: {reproduced} reproduced, {} tested and not reproduced, {} not tested on this target\n",
+        "\nadvisories: {reproduced} reproduced, {} weaknesses as in another package's advisory{}, {} tested and not reproduced, {} not tested on this target\n",
+        shown.len() - reproduced,
+        subject
+            .package_line()
+            .map_or(String::new(), |p| format!(" (this target is {p})")),
         clean.len(),
         untested.len()
     );
-    for (id, s) in seen.iter().filter(|(_, s)| !s.by.is_empty()) {
-        let Some(a) = crate::advisory::find(id) else {
-            continue;
-        };
+    let by_lines = |out: &mut String, by: &Shown| {
+        for (case, lanes) in by {
+            let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
+            out.push_str(&format!("    by {case} [{}]\n", lanes.join(", ")));
+        }
+    };
+    for (a, s) in shown.iter().filter(|(a, _)| subject.is(a)) {
         out.push_str(&format!(
             "  REPRODUCED {}: {}\n    affects {}\n",
             a.ids(),
             a.summary,
             a.affects()
         ));
-        for (case, lanes) in &s.by {
-            let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
-            out.push_str(&format!("    by {case} [{}]\n", lanes.join(", ")));
+        by_lines(&mut out, &s.by);
+    }
+    // Another package's advisories, grouped by the cases that showed them: one weakness of
+    // this target is often the one several SDKs' advisories name.
+    let mut as_in: std::collections::BTreeMap<&Shown, Vec<&crate::advisory::Advisory>> =
+        Default::default();
+    for (a, s) in shown.iter().filter(|(a, _)| !subject.is(a)) {
+        as_in.entry(&s.by).or_default().push(a);
+    }
+    for (by, advisories) in as_in {
+        for a in advisories {
+            out.push_str(&format!("  WEAKNESS as in {}: {}\n", a.whose(), a.summary));
         }
+        by_lines(&mut out, by);
     }
     if !clean.is_empty() {
         out.push_str(&format!("  not reproduced: {}\n", clean.join(", ")));
@@ -667,7 +670,7 @@ pub(crate) fn advisory_summary(records: &[Record]) -> String {
         .collect();
     if !otherwise.is_empty() {
         out.push_str(&format!(
-            "    (cases citing {} failed, but on how they refused, not on what they served: see their findings)\n",
+            "    (cases citing {} failed, but not on what the advisory is about: see their findings)\n",
             otherwise.join(", ")
         ));
     }
@@ -766,6 +769,12 @@ pub struct ReportFile {
     /// How the run spoke to the target (absent for a plain server).
     #[serde(default)]
     pub spelling: Option<String>,
+    /// The package the target is (`npm @modelcontextprotocol/sdk`), when known.
+    #[serde(default)]
+    pub package: Option<String>,
+    /// The `serverInfo` names the target answered with.
+    #[serde(default)]
+    pub server_names: Vec<String>,
     /// The versions the run spoke, comma-separated.
     #[serde(default)]
     pub spec: String,
@@ -797,6 +806,17 @@ pub enum ReportReadError {
 }
 
 impl ReportFile {
+    /// Who the report's target is, for its advisories.
+    pub fn subject(&self) -> crate::advisory::Subject {
+        crate::advisory::Subject {
+            package: self.package.as_deref().and_then(|p| {
+                let (eco, name) = p.split_once(' ')?;
+                Some((eco.to_string(), name.to_string()))
+            }),
+            servers: self.server_names.clone(),
+        }
+    }
+
     /// The reports `args` name (`PATH`, or `NAME=PATH` to head its column NAME instead of the
     /// report's target), each with its column's name.
     pub fn read_all(args: &[String]) -> Result<Vec<(String, ReportFile)>, ReportReadError> {

@@ -120,6 +120,9 @@ pub struct Lane {
     pub serial: Arc<tokio::sync::Mutex<()>>,
     /// An HTTP target that issues no `Mcp-Session-Id`: cases about sessions do not apply.
     pub stateless: bool,
+    /// An HTTP target that agrees to 2025-03-26 (`Probe::batch_era`): on a server there, a
+    /// batch claiming that version is legal, and cases sending one do not apply.
+    pub batch_era: bool,
     /// HTTP: the trial (`[lane] case`) during which the target stopped accepting connections,
     /// while it is down.
     pub died_during: Arc<std::sync::Mutex<Option<String>>>,
@@ -260,6 +263,7 @@ pub(crate) fn plain_lane(
         families: Vec::new(),
         serial: Arc::new(tokio::sync::Mutex::new(())),
         stateless: false,
+        batch_era: false,
         died_during: Arc::new(std::sync::Mutex::new(None)),
         process: None,
         watch: None,

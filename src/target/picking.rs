@@ -87,6 +87,10 @@ pub(crate) fn pick_versions(opened: &Opened, spec: &Spec, settings: &Speaking) -
         versions,
         stateless,
         nothing_spoken,
+        servers: probe
+            .as_ref()
+            .map_or_else(Vec::new, exchange::Probe::servers),
+        batch_era: probe.as_ref().is_some_and(|p| p.batch_era),
     }
 }
 
@@ -98,6 +102,8 @@ pub(super) fn sse_only(opened: &Opened, settings: &Speaking) -> Picked {
             versions: Vec::new(),
             stateless: false,
             nothing_spoken: None,
+            servers: Vec::new(),
+            batch_era: false,
         };
     };
     let sse = settings.speaking(crate::versions::SSE);
@@ -112,6 +118,8 @@ pub(super) fn sse_only(opened: &Opened, settings: &Speaking) -> Picked {
             Some(why) => format!("{why}; {}", probe.summary()),
             None => probe.summary(),
         }),
+        servers: probe.initialized_by.clone(),
+        batch_era: false,
     }
 }
 
@@ -125,6 +133,10 @@ pub(crate) struct Picked {
     /// or countered, no `serverInfo`, no `server/discover`) and the versions were not named, so
     /// the ones tried are a guess: the run cannot test this target.
     pub nothing_spoken: Option<String>,
+    /// The `serverInfo` names the probe was answered with (who the target says it is).
+    pub servers: Vec<String>,
+    /// The HTTP target agrees to 2025-03-26, where batches are legal.
+    pub batch_era: bool,
 }
 
 /// Repeat the opened lanes once per version (lanes in front of lenient downstream
@@ -145,6 +157,7 @@ pub(crate) fn with_versions(lanes: Vec<Lane>, picked: &Picked) -> Vec<Lane> {
             let mut lane = lane.clone();
             lane.id.version = *v;
             lane.stateless = picked.stateless && lane.id.transport == TransportKind::Http;
+            lane.batch_era = picked.batch_era && lane.id.transport == TransportKind::Http;
             lane.id.version_in_name = several;
             out.push(lane);
         }

@@ -1,7 +1,7 @@
 //! What a gate let through: the forwarded oracle (what reached the witness behind it) and the
 //! server's own requests reaching the client.
 
-use super::{show_bytes, Check, Context, Judge, Status};
+use super::{show_bytes, Check, Context, Judge, Observed, Status};
 use crate::case::{Case, Expect, Forwarding, Outcome, Profile};
 use crate::record::Event;
 use crate::transport::Observation;
@@ -96,6 +96,101 @@ impl Judge<'_> {
                 "the gate resolved a body its readers read differently itself, and passed on only what every reader reads alike (no differential reached the witness); refusing such a body (400) is preferred".into(),
             );
         }
+    }
+
+    /// Judged fail-closed (a gate whose error table is not known), two things a gate may do
+    /// that hold nothing open are warnings, not failures:
+    /// - silence on a stdio line it cannot read as JSON: nothing forwarded, still alive (a
+    ///   parse error is what JSON-RPC wants, and what is preferred);
+    /// - a call of a tool whose name is neither the denied tool's nor the allowed one's (a
+    ///   look-alike its exact-match policy did not match) forwarded, which the downstream
+    ///   refused as a tool it does not have: nothing ran. Behind a downstream that folds names
+    ///   (the personality lanes) the canary shows whether it would have.
+    pub(super) fn fail_closed_leniency(&mut self, observed: &Observed) {
+        if !self.fail_closed {
+            return;
+        }
+        let failed = |j: &Self, c: Check| {
+            j.findings
+                .iter()
+                .any(|f| f.check == c && f.status == Status::Fail)
+        };
+        let harmless = |j: &Self| {
+            [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
+                .iter()
+                .all(|c| !failed(j, *c))
+        };
+        let unreadable = self.obs.transport == crate::case::TransportKind::Stdio
+            && !self.obs.request_readable
+            && self.obs.batch.is_none();
+        if unreadable
+            && *observed == Observed::Outcome(Outcome::Silent)
+            && !failed(self, Check::Forwarded)
+            && harmless(self)
+            && self.downgrade(&[Check::Outcome, Check::Id, Check::ErrorCode])
+        {
+            self.add(
+                Check::Outcome,
+                Status::Warn,
+                "the gate said nothing to a line it could not read, forwarded nothing and stayed alive: fail-closed; a parse error (-32700) is preferred".into(),
+            );
+        }
+        if let Some(name) = self.refused_look_alike() {
+            if harmless(self) && self.downgrade(&[Check::Forwarded]) {
+                self.add(
+                    Check::Forwarded,
+                    Status::Warn,
+                    format!("the gate forwarded a call of `{name}`, a name its policy did not match, and the downstream refused it as a tool it does not have: nothing ran; refusing look-alikes of a denied name is preferred"),
+                );
+            }
+        }
+    }
+
+    /// The tool name of what a gate forwarded, when every client call that reached the witness
+    /// named a tool that is neither the denied nor the allowed one, and no tool ran there.
+    fn refused_look_alike(&self) -> Option<String> {
+        let events = self.obs.witness.as_ref()?;
+        if events.iter().any(|e| matches!(e, Event::Tool { .. })) {
+            return None;
+        }
+        let denied = self.ctx.placeholders.get("denied_tool")?;
+        let allowed = self
+            .ctx
+            .placeholders
+            .get("allowed_tool")
+            .unwrap_or_default();
+        let names: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Message { raw, .. } => serde_json::from_str::<Value>(raw).ok(),
+                Event::Tool { .. } => None,
+            })
+            .filter(|v| v.get("method").and_then(Value::as_str) == Some("tools/call"))
+            .map(|v| {
+                v.pointer("/params/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        let look_alikes = !names.is_empty()
+            && names
+                .iter()
+                .all(|n| !n.is_empty() && n != denied && n != allowed);
+        look_alikes.then(|| names[0].clone())
+    }
+
+    /// Turns the failures of `checks` into warnings (`preferred: …`); whether there were any.
+    fn downgrade(&mut self, checks: &[Check]) -> bool {
+        let mut changed = false;
+        for f in &mut self.findings {
+            if checks.contains(&f.check) && f.status == Status::Fail {
+                f.status = Status::Warn;
+                f.message = format!("preferred: {}", f.message);
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// A request of the server's own (a method and an id) among what the client was sent, when
@@ -299,7 +394,14 @@ fn forwarding_problems(
                     // protocol's per-request `_meta` (version, client info, capabilities) is that
                     // hop's, spoken at whatever version the gate and its downstream agreed. The
                     // id the client gets back is the id oracle's.
+                    // A progress token the gate asked for on its own (the client sent none)
+                    // is that hop's too: it re-issued the call as a client.
                     if ctx.profile == Profile::Gate && !ctx.narrows() {
+                        if expected.pointer("/params/_meta/progressToken").is_none() {
+                            if let Some(Value::Object(meta)) = v.pointer_mut("/params/_meta") {
+                                meta.shift_remove("progressToken");
+                            }
+                        }
                         for m in [&mut v, &mut expected] {
                             strip_hop_meta(m);
                             if let Value::Object(o) = m {

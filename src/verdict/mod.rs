@@ -488,6 +488,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.series();
     j.crossed();
     j.leaks();
+    j.fail_closed_leniency(&observed);
     j.verdict(observed)
 }
 
@@ -1210,6 +1211,135 @@ mod tests {
         // Bytes no re-encoder writes pass a differential on.
         let folded = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "NAME": "x", "arguments": {}}}"#;
         let v = judge(&c, &seen(folded), &gate_ctx(false, DenyStyle::Error));
+        assert!(forwarded(&v).contains(&Status::Fail), "{v:?}");
+    }
+
+    /// A third-party gate silent on a stdio line it cannot read, forwarding nothing and alive,
+    /// held it closed: a warning. Held to a known table, or over HTTP (which always answers),
+    /// silence stays a failure.
+    #[test]
+    fn a_gate_silent_on_an_unreadable_line_that_forwards_nothing_is_a_warning() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["GATE-PARSE-01"], "profiles": ["gate"],
+            "request": {"body": {"text": "{\"jsonrpc\": \"2.0\", \"id\": 1,"}},
+            "expect": {"outcome": "reject", "error_code": "{{code_malformed}}",
+                "id": "null-or-absent", "forwarded": false}}"#,
+        );
+        let silent = |transport: TransportKind, forwarded: &[&str]| {
+            let mut obs = Observation::new(transport);
+            obs.request_readable = false;
+            obs.expects_response = true;
+            obs.alive = Some(true);
+            obs.witness = witnessed(forwarded);
+            obs
+        };
+        let stdio_gate = |exact| Context {
+            transport: TransportKind::Stdio,
+            ..gate_ctx(exact, DenyStyle::Error)
+        };
+        let v = judge(&c, &silent(TransportKind::Stdio, &[]), &stdio_gate(false));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert!(checks(&v, Status::Warn).contains(&"outcome"), "{v:?}");
+        let v = judge(&c, &silent(TransportKind::Stdio, &[]), &stdio_gate(true));
+        assert_eq!(v.status, Status::Fail, "held to the table: {v:?}");
+        // Something reached the downstream: not held.
+        let v = judge(
+            &c,
+            &silent(
+                TransportKind::Stdio,
+                &[r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#],
+            ),
+            &stdio_gate(false),
+        );
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        // Dead afterwards: not held either.
+        let mut dead = silent(TransportKind::Stdio, &[]);
+        dead.alive = Some(false);
+        let v = judge(&c, &dead, &stdio_gate(false));
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+    }
+
+    /// A third-party gate that forwarded a look-alike of the denied name (its exact-match
+    /// policy did not match it), refused downstream as an unknown tool with nothing run: a
+    /// warning. Had a tool run there, or under a known table, it stays a failure.
+    #[test]
+    fn a_look_alike_the_downstream_refused_as_unknown_is_a_warning_from_a_third_party_gate() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["GATE-DENY-02"], "profiles": ["gate"],
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "{{denied_tool}}\u200b", "arguments": {}}}}},
+            "expect": {"outcome": "reject", "id": "echo", "forwarded": false}}"#,
+        );
+        let forwarded = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything\u200b","arguments":{}}}"#;
+        let refused = |ran: bool| {
+            let mut obs = answered(
+                200,
+                vec![json!({"jsonrpc": "2.0", "id": 1,
+                    "error": {"code": -32602, "message": "Unknown tool: delete_everything\u{200b}"}})],
+            );
+            obs.request_method = Some("tools/call".into());
+            obs.witness = witnessed(&[forwarded]);
+            if ran {
+                if let Some(events) = &mut obs.witness {
+                    events.push(crate::record::Event::Tool {
+                        seq: 2,
+                        tool: "delete_everything".into(),
+                        canary: true,
+                    });
+                }
+            }
+            obs
+        };
+        let named = |exact| {
+            let mut ctx = gate_ctx(exact, DenyStyle::Error);
+            ctx.placeholders
+                .set("denied_tool", "delete_everything")
+                .set("allowed_tool", "echo");
+            ctx
+        };
+        let v = judge(&c, &refused(false), &named(false));
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert!(checks(&v, Status::Warn).contains(&"forwarded"), "{v:?}");
+        assert_eq!(
+            judge(&c, &refused(false), &named(true)).status,
+            Status::Fail
+        );
+        assert_eq!(
+            judge(&c, &refused(true), &named(false)).status,
+            Status::Fail
+        );
+    }
+
+    /// A third-party gate re-issues a call as a client of its own: a progress token it asked
+    /// for, members in its own order. Neither is the forwarded message differing; under a
+    /// known table the token is.
+    #[test]
+    fn a_gate_that_re_issues_a_call_with_its_own_progress_token_forwarded_the_call() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["GATE-FWD-01"], "profiles": ["gate"],
+            "request": {"body": {"json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}}}}},
+            "expect": {"outcome": "accept", "id": "echo",
+                "forwarded_json": {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "hi"}}}}}"#,
+        );
+        let mut obs = answered(
+            200,
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
+        );
+        obs.witness = witnessed(&[
+            r#"{"method":"tools/call","params":{"arguments":{"text":"hi"},"name":"echo","_meta":{"progressToken":7}},"jsonrpc":"2.0","id":5}"#,
+        ]);
+        let forwarded = |v: &Verdict| -> Vec<Status> {
+            v.findings
+                .iter()
+                .filter(|f| f.check == Check::Forwarded)
+                .map(|f| f.status)
+                .collect()
+        };
+        let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Error));
+        assert!(forwarded(&v).iter().all(|s| *s != Status::Fail), "{v:?}");
+        let v = judge(&c, &obs, &gate_ctx(true, DenyStyle::Error));
         assert!(forwarded(&v).contains(&Status::Fail), "{v:?}");
     }
 

@@ -532,6 +532,7 @@ async fn post(
                 None
             },
             batches: false,
+            just_initialized: false,
         });
     // `legacy-batch`: no version header, or 2025-03-26, is read as the version with batches.
     conv.batches = matches!(

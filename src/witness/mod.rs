@@ -87,7 +87,9 @@ pub enum Broken {
     /// `_meta` version) is served without a session.
     LaxBinding,
     /// Reads a missing `MCP-Protocol-Version`, or `2025-03-26`, as the version that had batches,
-    /// and executes batch arrays then.
+    /// and executes batch arrays then. (It also agrees to 2025-03-26 in `initialize`, so a batch
+    /// claiming that version is legal on it; a batch without the header in a newer session is
+    /// its fault.)
     LegacyBatch,
     /// HTTP: answers a GET that accepts `text/event-stream` with a stream that carries
     /// nothing (a priming event, then the end), even when it keeps no sessions and so has
@@ -101,6 +103,10 @@ pub enum Broken {
     /// call's answer waits up to 150 ms for another request with the same id, and the two are
     /// swapped, each client getting the other's.
     SharedTransport,
+    /// stdio: drops the first request that follows `notifications/initialized` without a
+    /// word, as a server still finishing its start-up when the client's first call arrives
+    /// (every case's request comes right after the handshake, so nearly every case fails).
+    DropFirstCall,
     /// HTTP: keeps every session it opens, forever, each with the state a real server's
     /// session holds (64 KiB here: its task, streams and buffers), as the Python SDK did before
     /// 1.30.0 (GHSA-84m7-p3x7-pcfv): no cap, no eviction, no expiry.
@@ -303,6 +309,8 @@ pub struct Conversation {
     pub negotiated: Option<String>,
     /// `legacy-batch` mode: the transport said the version is one that had batches.
     pub batches: bool,
+    /// `drop-first-call` mode: `notifications/initialized` came, and no request since.
+    pub just_initialized: bool,
 }
 
 impl Conversation {
@@ -491,6 +499,7 @@ impl Witness {
         let conv = Conversation {
             negotiated: Some(negotiated),
             batches: false,
+            just_initialized: false,
         };
         let keep_all = self.config.is(Broken::KeepSessions);
         let mut sessions = crate::sync::lock(&self.sessions);
@@ -789,12 +798,16 @@ impl Witness {
         }
         let Some(id) = id else {
             // A notification: never answered.
+            conv.just_initialized = method == "notifications/initialized";
             self.notified(&method, &params);
             if any_id {
                 let _ = self.call(&method, &params, conv);
             }
             return self.accepted();
         };
+        if std::mem::take(&mut conv.just_initialized) && self.config.is(Broken::DropFirstCall) {
+            return Reply::Hang;
+        }
         if conv.negotiated.is_none() && method != "initialize" && method != "ping" {
             return Reply::Message(self.error(
                 id,
@@ -885,6 +898,7 @@ impl Witness {
         let mut conv = Conversation {
             negotiated: Some(version.to_string()),
             batches: false,
+            just_initialized: false,
         };
         let Some(id) = id else {
             self.notified(method, params);
@@ -1435,6 +1449,7 @@ mod tests {
         Conversation {
             negotiated: Some(LATEST_VERSION.to_string()),
             batches: false,
+            just_initialized: false,
         }
     }
 

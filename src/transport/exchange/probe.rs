@@ -39,6 +39,9 @@ pub(crate) struct Probe {
     /// where the runner posts nothing: the lane runs, and only the case that judges the endpoint
     /// applies.
     pub sse_elsewhere: Option<String>,
+    /// HTTP: `initialize` of 2025-03-26 (a version whose JSON-RPC takes batches) was agreed
+    /// to. Not a version the suite tests, but a batch that claims it is legal there.
+    pub batch_era: bool,
 }
 
 /// How many times a probe that got no answer at all is sent before its version is "could not
@@ -46,6 +49,15 @@ pub(crate) struct Probe {
 pub(crate) const PROBE_TRIES: usize = 3;
 
 impl Probe {
+    /// Every server name the probes were answered with (`serverInfo`), once each.
+    pub(crate) fn servers(&self) -> Vec<String> {
+        let mut names = self.initialized_by.clone();
+        names.extend(self.discovered_by.iter().cloned());
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Whether the target keeps no sessions (every accepted legacy version was stateless).
     pub(crate) fn is_stateless(&self) -> bool {
         !self.stateless.is_empty()
@@ -107,6 +119,9 @@ impl Probe {
         }
         for (asked, got) in &self.countered {
             line.push_str(&format!("; initialize {asked} was answered with {got}"));
+        }
+        if self.batch_era {
+            line.push_str("; it also agrees to 2025-03-26, where batches are legal (on a server, a batch claiming that version is not judged unless --strict)");
         }
         for (v, why) in &self.advertised_refused {
             line.push_str(&format!(
@@ -223,6 +238,7 @@ pub async fn probe(endpoint: &Endpoint, settings: &Speaking) -> Probe {
             Heard::Nothing | Heard::Elsewhere(_) => out.unclear.push(v),
         }
     }
+    out.batch_era = batch_era(endpoint, settings).await;
     // A legacy server may leave a method it does not know unanswered over stdio: silence to
     // server/discover from a target that answered initialize says it offers no modern version.
     let answered_legacy = out.accepted.len() + out.countered.len() > 0;
@@ -330,6 +346,20 @@ enum Heard {
 }
 
 /// One `initialize` for the version of `settings`, on a fresh connection or process.
+/// Whether an HTTP target agrees to `initialize` at 2025-03-26, the last version with batches
+/// (one try: an unanswered probe leaves the batch cases applying, which is the stricter way).
+async fn batch_era(endpoint: &Endpoint, settings: &Speaking) -> bool {
+    const LAST_WITH_BATCHES: Version = Version::new(2025, 3, 26);
+    if !matches!(endpoint, Endpoint::Http(_)) {
+        return false;
+    }
+    let asked = settings.speaking(LAST_WITH_BATCHES);
+    matches!(
+        legacy_probe(endpoint, &asked).await,
+        Heard::Agreed(a, _, _) if LAST_WITH_BATCHES == a.as_str()
+    )
+}
+
 async fn legacy_probe(endpoint: &Endpoint, settings: &Speaking) -> Heard {
     match endpoint {
         Endpoint::Http(url) => {
