@@ -474,41 +474,47 @@ fn advisory_selection_and_what_counts_as_reproduced() {
         i32::from(exit::USAGE)
     );
     use mcp_gauntlet::case::Level;
-    use mcp_gauntlet::report::{Check, TrialVerdict};
+    use mcp_gauntlet::report::{shows, Check, TrialVerdict};
     let find = |id| mcp_gauntlet::advisory::find(id).unwrap();
     // A foreign Origin served: the Origin advisory is about what was served (outcome, canary).
     let origin = find("CVE-2026-35568");
     let fail = TrialVerdict::Fail;
-    assert!(origin.shown_by(
+    assert!(shows(
+        origin,
         fail,
         Level::Must,
         [Check::HttpStatus, Check::Canary].into_iter()
     ));
-    assert!(!origin.shown_by(
+    assert!(!shows(
+        origin,
         fail,
         Level::Must,
         [Check::Shape, Check::Id, Check::HttpStatus].into_iter()
     ));
-    assert!(origin.shown_by(
+    assert!(shows(
+        origin,
         TrialVerdict::Known,
         Level::Must,
         [Check::Outcome].into_iter()
     ));
     assert!(
-        !origin.shown_by(
+        !shows(
+            origin,
             TrialVerdict::Warn,
             Level::Must,
             [Check::Outcome].into_iter()
         ),
         "a prefer miss"
     );
-    assert!(!origin.shown_by(
+    assert!(!shows(
+        origin,
         TrialVerdict::Stale,
         Level::Must,
         [Check::Outcome].into_iter()
     ));
     let sessions = find("GHSA-84m7-p3x7-pcfv");
-    assert!(sessions.shown_by(
+    assert!(shows(
+        sessions,
         TrialVerdict::Warn,
         Level::Should,
         [Check::Memory].into_iter()
@@ -516,12 +522,18 @@ fn advisory_selection_and_what_counts_as_reproduced() {
     // The crossed-answers advisory is about answers reaching another client: a framework that
     // refused the eight clients with 404 (outcome failed, crossed passed) does not show it.
     let crossed = find("CVE-2026-25536");
-    assert!(!crossed.shown_by(
+    assert!(!shows(
+        crossed,
         fail,
         Level::Must,
         [Check::Outcome, Check::HttpStatus].into_iter()
     ));
-    assert!(crossed.shown_by(fail, Level::Must, [Check::Crossed].into_iter()));
+    assert!(shows(
+        crossed,
+        fail,
+        Level::Must,
+        [Check::Crossed].into_iter()
+    ));
 }
 
 /// Run `mcp-gauntlet run ARGS --sarif FILE -- LIBTEST` and return the SARIF log read back.
@@ -654,4 +666,18 @@ fn sarif_is_valid_links_each_finding_to_its_case_and_keeps_fingerprints_across_r
         results.len(),
         "one fingerprint per case and lane"
     );
+}
+
+/// Every advisory names the oracles its bug shows on, each one the suite has.
+#[test]
+fn every_advisory_names_checks_the_oracles_have() {
+    use mcp_gauntlet::report::Check;
+    for a in mcp_gauntlet::advisory::catalogue() {
+        assert!(!a.checks.is_empty(), "{} names no checks", a.id);
+        for name in &a.checks {
+            let check: Check = serde_json::from_value(serde_json::json!(name))
+                .unwrap_or_else(|_| panic!("{}: `{name}` is not an oracle", a.id));
+            assert_eq!(check.as_str(), name, "{}", a.id);
+        }
+    }
 }

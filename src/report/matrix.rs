@@ -1,6 +1,6 @@
 //! The matrix: reports read back (one column each), cases by target, as Markdown, HTML and JSON.
 
-use super::{unpassed, LaneName, Record, ReportFile, TrialVerdict};
+use super::{shows, unpassed, LaneName, Record, ReportFile, TrialVerdict};
 use serde::Serialize;
 
 /// One cell of the matrix: what a target did with a case.
@@ -126,8 +126,7 @@ fn advisory_columns(reports: &[(String, ReportFile)]) -> Vec<AdvisoryLine> {
                 });
                 if row.verdict != TrialVerdict::Skip {
                     let was = line.cells[col].unwrap_or(false);
-                    line.cells[col] =
-                        Some(was || a.shown_by(row.verdict, row.level, unpassed(row)));
+                    line.cells[col] = Some(was || shows(a, row.verdict, row.level, unpassed(row)));
                 }
             }
         }

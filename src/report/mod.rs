@@ -521,6 +521,23 @@ fn by_cause(records: &[Record]) -> String {
     format!("  by cause, worst first: {}\n", parts.join("; "))
 }
 
+/// Whether a trial of a case citing advisory `a` shows its weakness: a failure (known to the
+/// baseline or not), or a warning on a `should` case (the rule it broke is a SHOULD), with one
+/// of the advisory's own checks among the oracles that did not pass (`unpassed`).
+pub fn shows(
+    a: &crate::advisory::Advisory,
+    verdict: TrialVerdict,
+    level: Level,
+    mut unpassed: impl Iterator<Item = Check>,
+) -> bool {
+    let counted = match verdict {
+        TrialVerdict::Fail | TrialVerdict::Known => true,
+        TrialVerdict::Warn => level == Level::Should,
+        TrialVerdict::Pass | TrialVerdict::Skip | TrialVerdict::Stale => false,
+    };
+    counted && unpassed.any(|c| a.checks.iter().any(|name| name == c.as_str()))
+}
+
 /// The oracles of a record's findings that did not pass.
 pub(crate) fn unpassed(r: &Record) -> impl Iterator<Item = Check> + '_ {
     r.findings
@@ -561,7 +578,7 @@ fn advisories_seen(records: &[Record]) -> std::collections::BTreeMap<&'static st
             entry.tested |= r.verdict != TrialVerdict::Skip && sent;
             entry.otherwise |=
                 sent && matches!(r.verdict, TrialVerdict::Fail | TrialVerdict::Known);
-            if a.shown_by(r.verdict, r.level, unpassed(r)) {
+            if shows(a, r.verdict, r.level, unpassed(r)) {
                 // The lane with its version, even when the run had one version only.
                 let lane = match (&r.lane_version, r.version.is_empty()) {
                     (None, false) => format!("{} {}", kind_of(r), r.version),
