@@ -77,18 +77,12 @@ impl Judge<'_> {
     /// After a resolved ambiguity, what the answer checks found (the gate answered the call as
     /// it read it, not with the refusal the case wants) is a warning.
     fn resolved_downgrade(&mut self) {
-        let mut changed = false;
-        for f in &mut self.findings {
-            let answer = matches!(
-                f.check,
-                Check::Outcome | Check::HttpStatus | Check::Id | Check::ErrorCode
-            );
-            if answer && f.status == Status::Fail {
-                f.status = Status::Warn;
-                f.message = format!("preferred: {}", f.message);
-                changed = true;
-            }
-        }
+        let changed = self.downgrade(&[
+            Check::Outcome,
+            Check::HttpStatus,
+            Check::Id,
+            Check::ErrorCode,
+        ]);
         if changed {
             self.add(
                 Check::Forwarded,

@@ -694,6 +694,15 @@ mod tests {
             "params": {"name": "{{denied_tool}}", "arguments": {}}}}},
         "expect": {"outcome": "reject", "error_code": [-32602, -32001]}}"#;
 
+    /// The statuses of a verdict's `forwarded` findings, in order.
+    fn forwarded(v: &Verdict) -> Vec<Status> {
+        v.findings
+            .iter()
+            .filter(|f| f.check == Check::Forwarded)
+            .map(|f| f.status)
+            .collect()
+    }
+
     fn checks(v: &Verdict, status: Status) -> Vec<&'static str> {
         v.findings
             .iter()
@@ -1190,13 +1199,6 @@ mod tests {
             obs.witness = witnessed(&[forwarded]);
             obs
         };
-        let forwarded = |v: &Verdict| -> Vec<Status> {
-            v.findings
-                .iter()
-                .filter(|f| f.check == Check::Forwarded)
-                .map(|f| f.status)
-                .collect()
-        };
         // Python's json.dumps: its own spacing and member order, one strict reading.
         let spaced = r#"{"id": 1, "jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo", "arguments": {}}}"#;
         let v = judge(&c, &seen(spaced), &gate_ctx(false, DenyStyle::Error));
@@ -1330,13 +1332,6 @@ mod tests {
         obs.witness = witnessed(&[
             r#"{"method":"tools/call","params":{"arguments":{"text":"hi"},"name":"echo","_meta":{"progressToken":7}},"jsonrpc":"2.0","id":5}"#,
         ]);
-        let forwarded = |v: &Verdict| -> Vec<Status> {
-            v.findings
-                .iter()
-                .filter(|f| f.check == Check::Forwarded)
-                .map(|f| f.status)
-                .collect()
-        };
         let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Error));
         assert!(forwarded(&v).iter().all(|s| *s != Status::Fail), "{v:?}");
         let v = judge(&c, &obs, &gate_ctx(true, DenyStyle::Error));
