@@ -367,6 +367,37 @@ fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
         .map(|t| t.id.clone())
         .collect();
     assert_eq!(meta_cases.len(), 4, "{meta_cases:?}");
+    // Text bodies that call a tool go through the meta-tool where the text allows it, every
+    // hostile byte kept; what it does not allow is not applicable.
+    let verdicts = |id: &str| -> BTreeSet<String> {
+        report
+            .results
+            .iter()
+            .filter(|t| t.id == id)
+            .map(|t| t.verdict.to_string())
+            .collect()
+    };
+    for id in [
+        "malformed/infinity-in-arguments",
+        "malformed/truncated-object",
+        "smuggling/dup-params-allowed-then-denied",
+        "smuggling/escaped-first-letter-in-denied-name",
+        "encoding/utf16le-denied-call",
+        "encoding/invalid-utf8-ff-in-echo-argument",
+        "stdio/pretty-printed-denied-call",
+        "canonical/spaces-and-tabs-between-tokens",
+        "nesting/10000-nested-arrays-in-echo-arguments",
+    ] {
+        assert_eq!(verdicts(id), BTreeSet::from(["pass".to_string()]), "{id}");
+    }
+    for id in [
+        "smuggling/dup-name-allowed-then-denied",
+        "malformed/single-quotes",
+        "malformed/unterminated-string",
+        "canonical/add-call-with-numbers",
+    ] {
+        assert_eq!(verdicts(id), BTreeSet::from(["skip".to_string()]), "{id}");
+    }
     for (mode, caught) in [
         (
             "trusts-last-tool-key",
@@ -392,6 +423,14 @@ fn a_meta_tool_gate_passes_and_each_wrapper_bug_is_caught() {
         assert_eq!(code, 1, "{mode}");
         assert!(failed_ids(&report).contains(caught), "{mode}: {report:?}");
     }
+    // A text case, its call wrapped: the escaped denied name in the meta-tool's tool member
+    // passes a gate that matches the raw text, and the denied tool runs.
+    let (code, report) = run(
+        "--meta execute_tool --broken matches-raw-text",
+        &["--exact", "smuggling/escaped-first-letter-in-denied-name"],
+    );
+    assert_eq!(code, 1);
+    assert!(failed_ids(&report).contains("smuggling/escaped-first-letter-in-denied-name"));
 }
 
 /// The meta-tool cases apply only when the run names a meta-tool (a run of only those, without

@@ -315,6 +315,46 @@ fn not_passing(report: &Report) -> Vec<String> {
 }
 
 #[test]
+fn a_server_that_repairs_invalid_utf8_is_warned_unless_the_denied_tool_runs() {
+    // REQUIREMENTS 13 A18: replacing invalid UTF-8 is not sanctioned but a lenient pass where
+    // it changes no tool that runs. The echo calls are read and answered: warnings by default,
+    // failures under --strict. The denied calls run the canary from bytes that are not UTF-8:
+    // failures either way, on the canary.
+    let w = HttpWitness::start_with(&["--quirk", "repair-utf8"]);
+    let args = ["--http", w.url.as_str(), "--spec", "2025-11-25"];
+    let filter = ["encoding/"];
+    let (code, report) = run_with_report(&args, &filter);
+    assert_eq!(code, 1);
+    let echo = [
+        "encoding/invalid-utf8-ff-in-echo-argument",
+        "encoding/overlong-utf8-c0-af-in-echo-argument",
+        "encoding/truncated-utf8-sequence-in-echo-argument",
+        "encoding/cesu8-surrogate-ed-a0-80-in-echo-argument",
+    ];
+    for id in &echo {
+        let t = trials(&report, id);
+        assert_eq!(t[0].verdict, TrialVerdict::Warn, "{:?}", t[0]);
+    }
+    let failed: Vec<String> = not_passing(&report)
+        .into_iter()
+        .filter(|t| t.ends_with(" fail"))
+        .collect();
+    assert!(!failed.is_empty());
+    for t in &failed {
+        assert!(t.contains("-in-denied-call@"), "{failed:?}");
+        let id = t.split('@').next().unwrap_or_default();
+        assert!(failed_by(trials(&report, id)[0], "canary"), "{id}");
+    }
+    let mut strict = args.to_vec();
+    strict.push("--strict");
+    let (code, report) = run_with_report(&strict, &filter);
+    assert_eq!(code, 1);
+    for id in &echo {
+        assert_eq!(trials(&report, id)[0].verdict, TrialVerdict::Fail, "{id}");
+    }
+}
+
+#[test]
 fn what_a_server_may_do_in_the_order_of_its_checks_and_its_ids_fails_nothing() {
     // The TypeScript SDK's way: a request without a session is refused with -32000 before the
     // body is read (so an initialize wrapped in an array gets -32000, not -32600); and an error

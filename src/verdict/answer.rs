@@ -2,7 +2,7 @@
 //! challenge, error code, and the response id.
 
 use super::{is_error_result, list, show_bytes, Check, Judge, Observed, Status};
-use crate::case::{CodePattern, IdRule, OneOrMany, Outcome};
+use crate::case::{CodePattern, IdRule, OneOrMany, Outcome, Profile};
 use crate::settings::DenyStyle;
 use serde_json::Value;
 
@@ -485,4 +485,40 @@ pub(super) fn bearer_params(value: &str) -> Option<Vec<(String, String)>> {
         }
     }
     found.then_some(params)
+}
+
+/// The warning a server's trial carries when it repaired invalid UTF-8 and read the request.
+pub const REPAIRED_UTF8: &str = "the target read the request despite its invalid UTF-8 (replaced with U+FFFD, or decoded as surrogates): REQUIREMENTS 13 A18 takes that as a lenient pass where it does not change which tool runs (nothing ran here that should not); refusing it as not UTF-8 (-32700, 400) is preferred, and --strict fails it";
+
+impl Judge<'_> {
+    /// REQUIREMENTS 13 A18: a server that replaces invalid UTF-8 (as the TypeScript SDK's HTTP
+    /// reader and the Python SDK's stdio reader do) and then reads the request passes the
+    /// lenient reading "unless it changes which tool runs". Where the body is JSON only once its
+    /// invalid sequences are replaced and nothing else went wrong (no tool ran that should not,
+    /// alive, nothing leaked), the answer's form (outcome, status, code, id) is a warning. A
+    /// gate must still refuse such bytes, and `--strict` holds a server to the refusal.
+    pub(super) fn repair_leniency(&mut self) {
+        let repaired = self.obs.detectable_id.as_ref().is_some_and(|d| !d.json);
+        if !repaired || self.strict || self.ctx.profile != Profile::Server {
+            return;
+        }
+        let harmless = [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
+            .iter()
+            .all(|c| {
+                !self
+                    .findings
+                    .iter()
+                    .any(|f| f.check == *c && f.status == Status::Fail)
+            });
+        if harmless
+            && self.downgrade(&[
+                Check::Outcome,
+                Check::HttpStatus,
+                Check::ErrorCode,
+                Check::Id,
+            ])
+        {
+            self.add(Check::Outcome, Status::Warn, REPAIRED_UTF8.into());
+        }
+    }
 }

@@ -19,15 +19,16 @@ impl Judge<'_> {
     }
 
     /// RFC 9112 6.1: a request with both Content-Length and Transfer-Encoding is answered and
-    /// the connection closed; a further answer on it means smuggled bytes were served as a
-    /// request.
+    /// the connection closed; a further answer on it means the bytes behind it were served as a
+    /// request (smuggled where the two lengths disagree, pipelined where they agree: the
+    /// connection had to be closed either way).
     pub(super) fn framing(&mut self) {
         if let Some(t) = self.obs.trailing_answers.first() {
             self.add(
                 Check::Framing,
                 Status::Fail,
                 format!(
-                    "the connection was kept after the first answer and {} more answer(s) came on it (the first HTTP {}): bytes smuggled behind the request were served as a request",
+                    "the connection was kept after the answer to a request with both Content-Length and Transfer-Encoding (RFC 9112 6.1: close it after responding), and {} more answer(s) came on it, the first of them HTTP {}: the bytes behind the request were served as a request of their own",
                     self.obs.trailing_answers.len(),
                     t.status
                 ),

@@ -175,7 +175,7 @@ impl Judge<'_> {
     }
 
     /// Turns the failures of `checks` into warnings (`preferred: …`); whether there were any.
-    fn downgrade(&mut self, checks: &[Check]) -> bool {
+    pub(super) fn downgrade(&mut self, checks: &[Check]) -> bool {
         let mut changed = false;
         for f in &mut self.findings {
             if checks.contains(&f.check) && f.status == Status::Fail {

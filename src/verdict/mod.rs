@@ -388,10 +388,16 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     if let Some(seen) = &obs.series {
         judge_steps(case, seen, ctx, &mut verdict);
     }
-    // The target this case left gone fails it, whatever the case lets the endpoint do.
+    // The target this case left gone fails it, whatever the case lets the endpoint do. A case
+    // that could not be sent did not leave it so: it found it gone (often the runner's own
+    // restart, for a trial beside it), tested nothing, and says so as part of its setup.
     if let Some(note) = &obs.target_down {
         verdict.findings.push(Finding {
-            check: Check::Alive,
+            check: if obs.setup_error.is_some() {
+                Check::Setup
+            } else {
+                Check::Alive
+            },
             status: Status::Fail,
             message: note.clone(),
         });
@@ -488,6 +494,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.series();
     j.crossed();
     j.leaks();
+    j.repair_leniency();
     j.fail_closed_leniency(&observed);
     j.verdict(observed)
 }
@@ -1010,6 +1017,39 @@ mod tests {
     }
 
     #[test]
+    fn a_case_that_found_its_target_gone_before_it_was_sent_tested_nothing() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["MCP-HTTP-POST-03"],
+            "request": {"body": {"json": [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]}},
+            "expect": {"outcome": "reject"}}"#,
+        );
+        let context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        let mut obs = Observation::new(TransportKind::Http);
+        obs.setup_error = Some("i/o error: Connection reset by peer".into());
+        obs.target_down = Some(
+            "the target was not accepting connections when this case began (it was restarted)"
+                .into(),
+        );
+        let v = judge(&c, &obs, &context);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        let unpassed: Vec<Check> = v
+            .findings
+            .iter()
+            .filter(|f| f.status != Status::Pass)
+            .map(|f| f.check)
+            .collect();
+        assert_eq!(unpassed, vec![Check::Setup, Check::Setup], "{v:?}");
+        // A case that was sent and left it gone fails on it.
+        obs.setup_error = None;
+        obs.ending = Ending::Closed;
+        let v = judge(&c, &obs, &context);
+        assert!(v
+            .findings
+            .iter()
+            .any(|f| f.check == Check::Alive && f.status == Status::Fail));
+    }
+
+    #[test]
     fn an_id_a_lenient_reader_sees_is_a_warning_not_a_second_failure() {
         let c = case(
             r#"{"title": "t", "requirements": ["JSON-NUM-01"],
@@ -1047,6 +1087,60 @@ mod tests {
             id.is_some_and(|f| !f.message.contains("request id none")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn a_server_that_repairs_invalid_utf8_and_reads_the_request_passes_the_lenient_reading() {
+        let c = case(
+            r#"{"title": "t", "requirements": ["JSON-ENC-01"],
+            "request": {"body": {"base64": "e30="}},
+            "expect": {"outcome": ["reject", "silent"], "http_status": ["4xx"],
+                "error_code": [-32700, -32600, -32602], "id": "null-or-absent"},
+            "strict": {"outcome": "reject", "error_code": -32700}}"#,
+        );
+        let mut obs = answered(
+            200,
+            vec![
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "a\u{fffd}b"}]}}),
+            ],
+        );
+        obs.request_readable = false;
+        obs.request_id = None;
+        obs.detectable_id = Some(crate::reading::DetectedId {
+            id: json!(1),
+            json: false,
+        });
+        let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
+        let v = judge(&c, &obs, &server);
+        assert_eq!(v.status, Status::Warn, "{v:?}");
+        assert!(
+            v.findings
+                .iter()
+                .any(|f| f.message == answer::REPAIRED_UTF8),
+            "{v:?}"
+        );
+        // --strict holds the server to the refusal; a gate must refuse such bytes.
+        let strict = Context {
+            strict: true,
+            ..ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error)
+        };
+        assert_eq!(judge(&c, &obs, &strict).status, Status::Fail);
+        let gate = gate_ctx(false, DenyStyle::Error);
+        assert_eq!(judge(&c, &obs, &gate).status, Status::Fail);
+        // A tool that ran where it should not stays a failure.
+        obs.messages = vec![
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "CANARY-EXECUTED"}]}}),
+        ];
+        obs.scan_text = obs.messages[0].to_string();
+        assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
+        obs.scan_text = String::new();
+        // Bytes that are JSON as sent are not a repair.
+        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
+        obs.detectable_id = Some(crate::reading::DetectedId {
+            id: json!(1),
+            json: true,
+        });
+        assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
     }
 
     /// A gate-only case written in the reference gate's terms (400, its malformed code, id null).

@@ -201,6 +201,10 @@ pub enum Quirk {
     /// HTTP: a request without a session is refused with -32000, the TypeScript SDK's "Bad
     /// Request: No valid session ID provided", whatever the body holds (before it is parsed).
     SessionCode,
+    /// Invalid UTF-8 is replaced (U+FFFD) before a body is read, as the Python SDK's stdio
+    /// reader and the TypeScript SDK's HTTP reader do: REQUIREMENTS 13 A18's lenient pass, as
+    /// long as no tool runs that should not (its canary still runs from a repaired call).
+    RepairUtf8,
 }
 
 /// Witness settings.
@@ -610,6 +614,13 @@ impl Witness {
             Personality::Lenient
         } else {
             self.config.personality
+        };
+        let repaired;
+        let body = if self.config.has(Quirk::RepairUtf8) && std::str::from_utf8(body).is_err() {
+            repaired = String::from_utf8_lossy(body).into_owned();
+            repaired.as_bytes()
+        } else {
+            body
         };
         let values = crate::reading::read(personality, body);
         let values = match values {

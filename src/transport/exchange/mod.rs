@@ -384,7 +384,8 @@ fn modern_setup(case: &Case, settings: &Speaking) -> Option<Version> {
 /// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
 /// written with the tools' own names and then has every `tools/call` rewritten through the call
 /// mapping (whatever tool it names), gets `caller`'s identity arguments, and the modern `_meta`
-/// when `modern`.
+/// when `modern`; a text body's calls are written into a meta-tool's arguments, where there is
+/// one.
 fn case_body(
     ph: &Placeholders,
     spec: Option<&BodySpec>,
@@ -416,7 +417,9 @@ fn case_body(
             }
             Body::from_bytes(serde_json::to_vec(&value).expect("a JSON value serializes"))
         }
-        _ => ph.body(spec),
+        // Through a meta-tool, a text body's calls are written into its arguments.
+        Some(spec) => ph.body(Some(&settings.mapping.text_body(spec))),
+        None => ph.body(None),
     }
 }
 

@@ -8,6 +8,10 @@
 
 use crate::case::{BodySpec, CaseSpec, MappingNeed};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
+use text::MetaText;
+
+mod text;
 
 /// A mapping given on the command line that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -232,10 +236,12 @@ const LITERAL_TOOLS: [&str; 4] = ["everything", "fault_", "\"echo\"", "\"add\""]
 impl CallMapping {
     /// Whether the runner can send `case` through this mapping: every tool call in it is one it
     /// can spell. A JSON body is rewritten whatever tools it names; a body that is text (or
-    /// raw bytes, or a raw HTTP request) is sent as written, so through a renaming gate its
-    /// calls must name the tools by placeholder, and through a meta-tool it must make no tool
-    /// call at all, unless it is written for meta-tools (`"mapping": "meta-tool"`, which apply
-    /// only then). Any other case's trials are not applicable.
+    /// raw bytes, or a repeated unit) is sent as written, so through a renaming gate its calls
+    /// must name the tools by placeholder; through a meta-tool each call must be one the text
+    /// lets the runner write into the meta-tool's arguments ([`text`]). A raw HTTP request is
+    /// never rewritten (its framing counts the bytes), so through either it must make no call.
+    /// A case written for meta-tools (`"mapping": "meta-tool"`) applies only under one. Any
+    /// other case's trials are not applicable.
     pub(crate) fn can_send(&self, case: &CaseSpec) -> bool {
         if case.mapping == Some(MappingNeed::MetaTool) {
             return self.meta.is_some();
@@ -246,63 +252,100 @@ impl CallMapping {
         if let Some(raw) = &case.request.raw_http {
             return !raw.contains("tools/call");
         }
-        let texts: Vec<Vec<u8>> = match &case.request.body {
-            None | Some(BodySpec::Json(_)) => return true,
-            Some(BodySpec::Text(t)) => vec![t.clone().into_bytes()],
-            Some(BodySpec::Base64(b)) => {
-                use base64::Engine as _;
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .unwrap_or_default();
-                let utf16 = |le: bool| -> Vec<u8> {
-                    let units: Vec<u16> = bytes
-                        .chunks_exact(2)
-                        .map(|p| {
-                            if le {
-                                u16::from_le_bytes([p[0], p[1]])
-                            } else {
-                                u16::from_be_bytes([p[0], p[1]])
-                            }
-                        })
-                        .collect();
-                    String::from_utf16_lossy(&units).into_bytes()
-                };
-                vec![utf16(true), utf16(false), bytes.clone()]
-            }
-            Some(BodySpec::Repeat(r)) => {
-                vec![format!("{}{}{}", r.prefix, r.unit, r.suffix).into_bytes()]
-            }
-            Some(BodySpec::Nest(n)) => {
-                vec![
-                    format!("{}{}{}{}{}", n.prefix, n.open, n.inner, n.close, n.suffix)
-                        .into_bytes(),
-                ]
-            }
+        let Some(body) = case.request.body.as_ref() else {
+            return true;
         };
-        texts.iter().all(|t| self.can_send_text(t))
+        if matches!(body, BodySpec::Json(_)) {
+            return true;
+        }
+        let Some(meta) = &self.meta else {
+            return readable_texts(body).iter().all(|t| self.can_send_text(t));
+        };
+        match text::wrap_calls(body) {
+            MetaText::Unchanged => readable_texts(body).iter().all(|t| {
+                !mentions_call(&stand_ins(t)) && calls_in(stand_ins(t).as_bytes()).is_empty()
+            }),
+            MetaText::Rewritten(wrapped) => readable_texts(&wrapped)
+                .iter()
+                .all(|t| meta.wraps_every_call(&stand_ins(t))),
+            MetaText::Cannot => false,
+        }
     }
 
-    /// A text body's calls, read every way a server may read them: each names its tool by
-    /// placeholder (a renaming gate), or there is none (a meta-tool).
-    fn can_send_text(&self, text: &[u8]) -> bool {
-        let mut text = String::from_utf8_lossy(text).into_owned();
-        for (placeholder, stand_in) in SPELLED {
-            text = text.replace(placeholder, stand_in);
+    /// The body the runner sends for `spec`: through a meta-tool, a text body's calls written
+    /// into its arguments where the text allows it (placeholders still to replace).
+    pub(crate) fn text_body<'a>(&self, spec: &'a BodySpec) -> Cow<'a, BodySpec> {
+        match (&self.meta, text::wrap_calls(spec)) {
+            (Some(_), MetaText::Rewritten(wrapped)) => Cow::Owned(wrapped),
+            _ => Cow::Borrowed(spec),
         }
-        let bare = text.replace("{{meta}}", "{}");
-        let mentions_call = bare.contains("tools/call") || bare.contains("tools\\/call");
-        if self.meta.is_some() {
-            return !mentions_call && calls_in(bare.as_bytes()).is_empty();
-        }
-        let calls = calls_in(bare.as_bytes());
+    }
+
+    /// A text body's calls, read every way a server may read them (`text` with the tool
+    /// placeholders stood in for): each names its tool by placeholder (a renaming gate).
+    fn can_send_text(&self, text: &str) -> bool {
+        let text = stand_ins(text);
+        let calls = calls_in(text.as_bytes());
         // Text no reader takes as JSON may still hold a call a careless server finds.
-        let literal =
-            (mentions_call || !calls.is_empty()) && LITERAL_TOOLS.iter().any(|t| bare.contains(t));
+        let literal = (mentions_call(&text) || !calls.is_empty())
+            && LITERAL_TOOLS.iter().any(|t| text.contains(t));
         !literal
             && calls
                 .iter()
                 .all(|name| name.as_deref().is_some_and(|n| n.contains('\u{e000}')))
     }
+}
+
+/// The texts a body may be read as: its bytes, and for raw bytes their UTF-16 readings too;
+/// a repeated unit or a nest once.
+fn readable_texts(body: &BodySpec) -> Vec<String> {
+    let texts: Vec<Vec<u8>> = match body {
+        BodySpec::Json(v) => vec![v.to_string().into_bytes()],
+        BodySpec::Text(t) => vec![t.clone().into_bytes()],
+        BodySpec::Base64(b) => {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .unwrap_or_default();
+            let utf16 = |le: bool| -> Vec<u8> {
+                let units: Vec<u16> = bytes
+                    .chunks_exact(2)
+                    .map(|p| {
+                        if le {
+                            u16::from_le_bytes([p[0], p[1]])
+                        } else {
+                            u16::from_be_bytes([p[0], p[1]])
+                        }
+                    })
+                    .collect();
+                String::from_utf16_lossy(&units).into_bytes()
+            };
+            vec![utf16(true), utf16(false), bytes.clone()]
+        }
+        BodySpec::Repeat(r) => vec![format!("{}{}{}", r.prefix, r.unit, r.suffix).into_bytes()],
+        BodySpec::Nest(n) => {
+            vec![format!("{}{}{}{}{}", n.prefix, n.open, n.inner, n.close, n.suffix).into_bytes()]
+        }
+    };
+    texts
+        .iter()
+        .map(|t| String::from_utf8_lossy(t).into_owned())
+        .collect()
+}
+
+/// `text` with the tool placeholders stood in for (private-use characters) and `{{meta}}` an
+/// empty object, so that readers can read it.
+fn stand_ins(text: &str) -> String {
+    let mut text = text.to_string();
+    for (placeholder, stand_in) in SPELLED {
+        text = text.replace(placeholder, stand_in);
+    }
+    text.replace("{{meta}}", "{}")
+}
+
+/// Whether `text` spells the `tools/call` method (its `/` escaped or not).
+fn mentions_call(text: &str) -> bool {
+    text.contains("tools/call") || text.contains("tools\\/call")
 }
 
 /// The tool names (`None`: not a string) of every `tools/call` that some reading of `bytes`
@@ -381,6 +424,31 @@ impl MetaTool {
             out.push(',');
         }
         out
+    }
+
+    /// Whether every `tools/call` that some reading of `text` (a body rewritten by [`text`],
+    /// tool placeholders stood in for) finds goes through this meta-tool and names its tool by
+    /// placeholder.
+    fn wraps_every_call(&self, text: &str) -> bool {
+        let text = text
+            .replace("{{meta_tool}}", &self.name)
+            .replace("{{meta_tool_key}}", &self.tool_key)
+            .replace("{{meta_arguments_key}}", &self.arguments_key)
+            .replace("{{meta_arguments_open}}", &self.arguments_opening());
+        let mut every = true;
+        crate::reading::each_message_read(text.as_bytes(), |m| {
+            if m.get("method").and_then(Value::as_str) != Some("tools/call") {
+                return;
+            }
+            let through = m.pointer("/params/name").and_then(Value::as_str) == Some(&self.name);
+            let named = m
+                .pointer("/params/arguments")
+                .and_then(|a| a.get(&self.tool_key))
+                .and_then(Value::as_str)
+                .is_some_and(|n| n.contains('\u{e000}'));
+            every &= through && named;
+        });
+        every
     }
 
     fn arguments(&self, tool: &str, arguments: Value) -> Value {
