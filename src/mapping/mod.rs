@@ -6,7 +6,7 @@
 //! A leaf beside the case model: it knows JSON values, case files and how servers read JSON
 //! (`reading`), nothing of transports or verdicts.
 
-use crate::case::{BodySpec, CaseSpec, MappingNeed};
+use crate::case::{BodySpec, CaseSpec, MappingNeed, RequestSpec};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use text::MetaText;
@@ -249,10 +249,20 @@ impl CallMapping {
         if self.is_direct() {
             return true;
         }
-        if let Some(raw) = &case.request.raw_http {
+        // A series' baseline request is sent through the mapping too.
+        let baseline = case
+            .series
+            .as_ref()
+            .and_then(|s| s.baseline.as_deref())
+            .is_none_or(|b| self.can_send_request(b));
+        baseline && self.can_send_request(&case.request)
+    }
+
+    fn can_send_request(&self, request: &RequestSpec) -> bool {
+        if let Some(raw) = &request.raw_http {
             return !raw.contains("tools/call");
         }
-        let Some(body) = case.request.body.as_ref() else {
+        let Some(body) = request.body.as_ref() else {
             return true;
         };
         if matches!(body, BodySpec::Json(_)) {
@@ -265,9 +275,15 @@ impl CallMapping {
             MetaText::Unchanged => readable_texts(body).iter().all(|t| {
                 !mentions_call(&stand_ins(t)) && calls_in(stand_ins(t).as_bytes()).is_empty()
             }),
-            MetaText::Rewritten(wrapped) => readable_texts(&wrapped)
-                .iter()
-                .all(|t| meta.wraps_every_call(&stand_ins(t))),
+            // Every call that some reading finds in the text as written names its tool by
+            // placeholder (no literal name hides beside a rewritten pair), and every call read
+            // in the rewritten text goes through the meta-tool.
+            MetaText::Rewritten(wrapped) => {
+                readable_texts(body).iter().all(|t| self.can_send_text(t))
+                    && readable_texts(&wrapped)
+                        .iter()
+                        .all(|t| meta.wraps_every_call(&stand_ins(t)))
+            }
             MetaText::Cannot => false,
         }
     }

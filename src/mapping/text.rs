@@ -8,8 +8,9 @@
 //! tokens, a UTF-16 encoding) stays as written, only moved inside the wrapper. It happens only
 //! where a member `"name"` holding a tool placeholder is next to a member `"arguments"` whose
 //! value ends (strings and brackets balanced), in either order (the name keeps its place:
-//! after the arguments when it came after them); and only when every `tools/call` the text
-//! spells is one so rewritten. Anything else (a duplicated `"name"`, a call spelled literally,
+//! after the arguments when it came after them); and only when the text spells `tools/call`
+//! no more times than it has such pairs, in one encoding only. `can_send` then checks every
+//! call a reader finds, before and after. Anything else (a duplicated `"name"`, a call spelled literally,
 //! an unterminated value, single quotes) is left to [`super::CallMapping::can_send`], which
 //! finds the calls it cannot spell and sets the case aside, as before.
 //!
@@ -52,8 +53,21 @@ fn wrap_base64(b: &str) -> MetaText {
     let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b) else {
         return MetaText::Cannot;
     };
-    // The encoding the body spells its call in: the first that finds one.
-    for encoding in Encoding::ALL {
+    // The width its calls are spelled in (bytes, UTF-16 or UTF-32, read from any starting
+    // byte: one byte order read from an odd one is the other): exactly one may spell any.
+    let widths: std::collections::BTreeSet<usize> = Encoding::ALL
+        .into_iter()
+        .filter(|e| e.spells_a_call(&bytes))
+        .map(Encoding::width)
+        .collect();
+    let [width] = widths.into_iter().collect::<Vec<_>>()[..] else {
+        return if Encoding::ALL.iter().any(|e| e.spells_a_call(&bytes)) {
+            MetaText::Cannot
+        } else {
+            MetaText::Unchanged
+        };
+    };
+    for encoding in Encoding::ALL.into_iter().filter(|e| e.width() == width) {
         match rewrite(encoding, &bytes) {
             Found::None => continue,
             Found::Cannot => return MetaText::Cannot,
@@ -64,7 +78,7 @@ fn wrap_base64(b: &str) -> MetaText {
             }
         }
     }
-    MetaText::Unchanged
+    MetaText::Cannot
 }
 
 fn wrap_repeat(r: &RepeatSpec) -> MetaText {
@@ -110,10 +124,12 @@ fn wrap_around(prefix: &str, middle: &dyn Fn(usize) -> String, suffix: &str) -> 
         let body = format!("{prefix}{}{suffix}", middle(k));
         let text = units(body.as_bytes());
         let (edits, rewritten) = plan(&text);
-        if rewritten == 0 && mentions(&text) == 0 {
-            return Around::None;
+        let calls = mentions(&text);
+        if calls == 0 || spells_meta_tool(&text) {
+            found.push(None);
+            continue;
         }
-        if rewritten < mentions(&text) {
+        if rewritten < calls {
             return Around::Cannot;
         }
         let (p, s) = (prefix.len(), body.len() - suffix.len());
@@ -130,10 +146,11 @@ fn wrap_around(prefix: &str, middle: &dyn Fn(usize) -> String, suffix: &str) -> 
         }
         let prefix = apply(Encoding::Bytes, prefix.as_bytes(), &before);
         let suffix = apply(Encoding::Bytes, suffix.as_bytes(), &after);
-        found.push((prefix, suffix));
+        found.push(Some((prefix, suffix)));
     }
     match (found.pop(), found.pop()) {
-        (Some(two), Some(one)) if one == two => {
+        (Some(None), Some(None)) => Around::None,
+        (Some(Some(two)), Some(Some(one))) if one == two => {
             match (String::from_utf8(one.0), String::from_utf8(one.1)) {
                 (Ok(p), Ok(s)) => Around::Rewritten(p, s),
                 _ => Around::Cannot,
@@ -197,6 +214,16 @@ impl Encoding {
         )
     }
 
+    /// Whether `bytes` spell `tools/call` in this encoding, read from any starting byte.
+    fn spells_a_call(self, bytes: &[u8]) -> bool {
+        let w = self.width();
+        (0..w.min(bytes.len())).any(|from| {
+            let rest = &bytes[from..];
+            let whole = &rest[..rest.len() - rest.len() % w];
+            self.units(whole).is_some_and(|u| mentions(&u) > 0)
+        })
+    }
+
     /// ASCII text in this encoding.
     fn encode(self, ascii: &str, out: &mut Vec<u8>) {
         let units: Vec<u32> = ascii.bytes().map(u32::from).collect();
@@ -236,7 +263,7 @@ fn rewrite(encoding: Encoding, bytes: &[u8]) -> Found {
     let Some(text) = encoding.units(bytes) else {
         return Found::None;
     };
-    if mentions(&text) == 0 {
+    if mentions(&text) == 0 || spells_meta_tool(&text) {
         return Found::None;
     }
     match plan(&text) {
@@ -300,6 +327,11 @@ fn matches(text: &[u32], at: usize, word: &str) -> bool {
             .iter()
             .zip(word.bytes())
             .all(|(u, b)| is(*u, b))
+}
+
+/// Whether the text already spells its calls through the meta-tool (a case written for one).
+fn spells_meta_tool(text: &[u32]) -> bool {
+    (0..text.len()).any(|i| matches(text, i, "{{meta_tool"))
 }
 
 /// How many times the text spells the `tools/call` method (`/` escaped or not).
@@ -621,6 +653,54 @@ mod tests {
         assert!(String::from_utf16(&back)
             .unwrap()
             .contains(r#""name":"{{meta_tool}}","arguments":{{meta_arguments_open}}"#));
+    }
+
+    #[test]
+    fn utf32_a_nest_and_a_case_already_written_for_a_meta_tool() {
+        let call =
+            r#"{"method":"tools/call","params":{"name":"{{denied_tool}}","arguments":{"a":1}}}"#;
+        let utf32: Vec<u8> = call
+            .chars()
+            .flat_map(|c| u32::from(c).to_be_bytes())
+            .collect();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&utf32);
+        let MetaText::Rewritten(BodySpec::Base64(out)) = wrap_calls(&BodySpec::Base64(b64)) else {
+            panic!()
+        };
+        let out = base64::engine::general_purpose::STANDARD
+            .decode(out)
+            .unwrap();
+        let back: String = out
+            .chunks_exact(4)
+            .filter_map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+            .collect();
+        assert!(
+            back.ends_with(r#""{{meta_arguments_key}}":{"a":1}}}}"#),
+            "{back}"
+        );
+        // The same call in UTF-8 beside it: two encodings spell calls, not rewritten.
+        let mut mixed = call.as_bytes().to_vec();
+        mixed.extend(&utf32);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&mixed);
+        assert_eq!(wrap_calls(&BodySpec::Base64(b64)), MetaText::Cannot);
+        let n = NestSpec {
+            prefix:
+                r#"{"method":"tools/call","params":{"name":"{{allowed_tool}}","arguments":{"deep":"#
+                    .into(),
+            open: "[".into(),
+            close: "]".into(),
+            depth: 100_000,
+            inner: "1".into(),
+            suffix: "}}}".into(),
+        };
+        let MetaText::Rewritten(BodySpec::Nest(out)) = wrap_calls(&BodySpec::Nest(n.clone()))
+        else {
+            panic!()
+        };
+        assert_eq!((out.open, out.close, out.depth), (n.open, n.close, n.depth));
+        assert_eq!(out.suffix, "}}}}");
+        let meta = r#"{"method":"tools/call","params":{"name":"{{meta_tool}}","arguments":{{meta_arguments_open}}"{{meta_tool_key}}":"{{denied_tool}}","{{meta_arguments_key}}":{}}}}"#;
+        assert_eq!(text(meta), MetaText::Unchanged);
     }
 
     #[test]

@@ -494,14 +494,26 @@ impl Judge<'_> {
     /// REQUIREMENTS 13 A18: a server that replaces invalid UTF-8 (as the TypeScript SDK's HTTP
     /// reader and the Python SDK's stdio reader do) and then reads the request passes the
     /// lenient reading "unless it changes which tool runs". Where the body is JSON only once its
-    /// invalid sequences are replaced and nothing else went wrong (no tool ran that should not,
-    /// alive, nothing leaked), the answer's form (outcome, status, code, id) is a warning. A
-    /// gate must still refuse such bytes, and `--strict` holds a server to the refusal.
-    pub(super) fn repair_leniency(&mut self) {
-        let repaired = self.obs.detectable_id.as_ref().is_some_and(|d| !d.json);
-        if !repaired || self.strict || self.ctx.profile != Profile::Server {
+    /// invalid sequences are replaced, the answer shows the request was read so (a result, or an
+    /// error other than a parse error, every one with the id found only so), and nothing else
+    /// went wrong (no tool ran that should not, alive, nothing leaked), the answer's form
+    /// (outcome, status, code, id) is a warning. Silence, a parse error, another id: judged as
+    /// always. A gate must still refuse such bytes, and `--strict` holds a server to the refusal.
+    pub(super) fn repair_leniency(&mut self, observed: &Observed) {
+        let Some(found) = self.obs.detectable_id.as_ref().filter(|d| !d.json) else {
+            return;
+        };
+        if self.strict || self.ctx.profile != Profile::Server || self.resp.is_empty() {
             return;
         }
+        let read = self.resp.iter().all(|r| {
+            r.get("id") == Some(&found.id)
+                && r.pointer("/error/code").and_then(Value::as_i64) != Some(-32700)
+        });
+        let answered = matches!(
+            observed,
+            Observed::Outcome(Outcome::Accept | Outcome::Reject)
+        );
         let harmless = [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
             .iter()
             .all(|c| {
@@ -510,7 +522,9 @@ impl Judge<'_> {
                     .iter()
                     .any(|f| f.check == *c && f.status == Status::Fail)
             });
-        if harmless
+        if read
+            && answered
+            && harmless
             && self.downgrade(&[
                 Check::Outcome,
                 Check::HttpStatus,

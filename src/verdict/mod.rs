@@ -494,7 +494,7 @@ fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Ve
     j.series();
     j.crossed();
     j.leaks();
-    j.repair_leniency();
+    j.repair_leniency(&observed);
     j.fail_closed_leniency(&observed);
     j.verdict(observed)
 }
@@ -1134,6 +1134,28 @@ mod tests {
         obs.scan_text = obs.messages[0].to_string();
         assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
         obs.scan_text = String::new();
+        // A parse error (here with a 500) refused the bytes: judged as always; so is an answer
+        // with another id than the one found only by repairing the body.
+        let refused = answered(
+            500,
+            vec![
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
+            ],
+        );
+        let refused = Observation {
+            detectable_id: obs.detectable_id.clone(),
+            request_readable: false,
+            request_id: None,
+            ..refused
+        };
+        let v = judge(&c, &refused, &server);
+        assert_eq!(v.status, Status::Fail, "{v:?}");
+        assert!(!v
+            .findings
+            .iter()
+            .any(|f| f.message == answer::REPAIRED_UTF8));
+        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 7, "result": {}})];
+        assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
         // Bytes that are JSON as sent are not a repair.
         obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
         obs.detectable_id = Some(crate::reading::DetectedId {
