@@ -393,7 +393,7 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     // restart, for a trial beside it), tested nothing, and says so as part of its setup.
     if let Some(note) = &obs.target_down {
         verdict.findings.push(Finding {
-            check: if obs.setup_error.is_some() {
+            check: if not_sent(obs).is_some() {
                 Check::Setup
             } else {
                 Check::Alive
@@ -448,14 +448,28 @@ fn judge_steps(
     }
 }
 
+/// Why the case's own bytes never went out, if they did not: its setup failed, or the target
+/// did not take the connection (or, on stdio, did not start) for its single request. A series'
+/// steps are judged as they went.
+fn not_sent(obs: &Observation) -> Option<String> {
+    if let Some(e) = &obs.setup_error {
+        return Some(e.clone());
+    }
+    match (&obs.ending, &obs.series) {
+        (Ending::Unreachable(e), None) => Some(format!("the target did not take it: {e}")),
+        _ => None,
+    }
+}
+
 fn judge_by(case: &Case, obs: &Observation, ctx: &Context, expect: Expect) -> Verdict {
     let mut j = Judge::new(case, obs, ctx, expect);
-    let observed = if obs.setup_error.is_some() {
+    let unsent = not_sent(obs);
+    let observed = if unsent.is_some() {
         Observed::NoAnswer("not sent".into())
     } else {
         observe(obs, ctx, &j.expect)
     };
-    if let Some(e) = &obs.setup_error {
+    if let Some(e) = &unsent {
         j.add(
             Check::Setup,
             Status::Fail,
@@ -1039,8 +1053,17 @@ mod tests {
             .map(|f| f.check)
             .collect();
         assert_eq!(unpassed, vec![Check::Setup, Check::Setup], "{v:?}");
-        // A case that was sent and left it gone fails on it.
+        // So does one whose connection the target did not take.
         obs.setup_error = None;
+        obs.ending = Ending::Unreachable("Connection refused (os error 111)".into());
+        let v = judge(&c, &obs, &context);
+        assert!(
+            v.findings
+                .iter()
+                .all(|f| f.status == Status::Pass || f.check == Check::Setup),
+            "{v:?}"
+        );
+        // A case that was sent and left it gone fails on it.
         obs.ending = Ending::Closed;
         let v = judge(&c, &obs, &context);
         assert!(v
