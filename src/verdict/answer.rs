@@ -514,17 +514,9 @@ impl Judge<'_> {
             observed,
             Observed::Outcome(Outcome::Accept | Outcome::Reject)
         );
-        let harmless = [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
-            .iter()
-            .all(|c| {
-                !self
-                    .findings
-                    .iter()
-                    .any(|f| f.check == *c && f.status == Status::Fail)
-            });
         if read
             && answered
-            && harmless
+            && self.harmless()
             && self.downgrade(&[
                 Check::Outcome,
                 Check::HttpStatus,

@@ -109,11 +109,7 @@ impl Judge<'_> {
                 .iter()
                 .any(|f| f.check == c && f.status == Status::Fail)
         };
-        let harmless = |j: &Self| {
-            [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
-                .iter()
-                .all(|c| !failed(j, *c))
-        };
+        let harmless = |j: &Self| j.harmless();
         let unreadable = self.obs.transport == crate::case::TransportKind::Stdio
             && !self.obs.request_readable
             && self.obs.batch.is_none();
@@ -172,6 +168,19 @@ impl Judge<'_> {
                 .iter()
                 .all(|n| !n.is_empty() && n != denied && n != allowed);
         look_alikes.then(|| names[0].clone())
+    }
+
+    /// Whether nothing harmful was found so far: no tool ran that should not, the target is
+    /// alive, nothing leaked, nothing was served behind the request.
+    pub(super) fn harmless(&self) -> bool {
+        [Check::Canary, Check::Alive, Check::Leak, Check::Framing]
+            .iter()
+            .all(|c| {
+                !self
+                    .findings
+                    .iter()
+                    .any(|f| f.check == *c && f.status == Status::Fail)
+            })
     }
 
     /// Turns the failures of `checks` into warnings (`preferred: …`); whether there were any.
