@@ -638,9 +638,7 @@ mod tests {
         };
         let out = decode(wrap_calls(&BodySpec::Base64(b64(call))));
         assert!(out.windows(3).any(|w| w == b"a\xffb"));
-        assert!(out
-            .windows(15)
-            .any(|w| w == b"{{meta_tool}}\",".as_slice()[..15].as_ref()));
+        assert!(out.windows(15).any(|w| w == &b"{{meta_tool}}\","[..15]));
         let utf16: Vec<u8> = String::from_utf8_lossy(call)
             .encode_utf16()
             .flat_map(u16::to_le_bytes)

@@ -99,7 +99,7 @@ async fn serve_connection<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if witness.config.is(Broken::LaxHttp) || witness.config.is(Broken::KeepAfter400) {
-        serve_lax_http(stream, witness, local).await;
+        super::lax_http::serve(stream, witness, local).await;
         return;
     }
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -134,117 +134,6 @@ async fn serve_connection<S>(
         .await;
 }
 
-/// The `lax-http` front: a careless HTTP/1.1 reader that trims spaces around header names, takes
-/// the first `Content-Length`, ignores `Transfer-Encoding`, and serves pipelined requests on one
-/// connection, the way request smuggling happens. Under `keep-after-400` it sees a request with
-/// both `Content-Length` and `Transfer-Encoding`, refuses it with 400, reads its chunked body and
-/// keeps the connection open for what follows (uvicorn's and puma's way).
-#[allow(
-    clippy::too_many_lines,
-    reason = "the lax-http broken mode: a deliberately careless hand-written HTTP/1.1 loop whose flaws (framing read the wrong way, the connection kept) are the point; split, the flaws would be harder to see"
-)]
-async fn serve_lax_http<S>(mut stream: S, w: Arc<Witness>, local: Local)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let head_end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            if buf.len() > 64 * 1024 {
-                return;
-            }
-            match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                _ => return,
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut start = lines.next().unwrap_or("").split(' ');
-        let method =
-            Method::from_bytes(start.next().unwrap_or("").as_bytes()).unwrap_or(Method::GET);
-        let path = start.next().unwrap_or("/").to_string();
-        let mut headers = HeaderMap::new();
-        let mut length: Option<usize> = None;
-        for line in lines.filter(|l| !l.is_empty()) {
-            let Some((name, value)) = line.split_once(':') else {
-                continue;
-            };
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            if name == "content-length" && length.is_none() {
-                length = value.parse().ok();
-            }
-            if let (Ok(n), Ok(v)) = (
-                hyper::header::HeaderName::from_bytes(name.as_bytes()),
-                HeaderValue::from_str(value),
-            ) {
-                headers.append(n, v);
-            }
-        }
-        let conflicting =
-            length.is_some() && headers.contains_key(hyper::header::TRANSFER_ENCODING);
-        if w.config.is(Broken::KeepAfter400) && conflicting {
-            // Read the chunked body to its last chunk, answer 400, and keep reading.
-            let body_end = loop {
-                if let Some(i) = buf[head_end..].windows(5).position(|x| x == b"0\r\n\r\n") {
-                    break head_end + i + 5;
-                }
-                match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
-                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                    _ => return,
-                }
-            };
-            buf.drain(..body_end);
-            let body = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: conflicting framing"}}"#;
-            let mut out = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                body.len()
-            )
-            .into_bytes();
-            out.extend_from_slice(body);
-            if stream.write_all(&out).await.is_err() {
-                return;
-            }
-            continue;
-        }
-        let length = length.unwrap_or(0).min(16 * 1024 * 1024);
-        while buf.len() < head_end + length {
-            match tokio::time::timeout(READ_DEADLINE, stream.read(&mut chunk)).await {
-                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                _ => return,
-            }
-        }
-        let body = buf[head_end..head_end + length].to_vec();
-        buf.drain(..head_end + length);
-        let Ok(answer) = respond(&w, local, &method, &path, &headers, BodySource::Read(body)).await
-        else {
-            return;
-        };
-        let (parts, body) = answer.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
-        let mut out = format!("HTTP/1.1 {}\r\n", parts.status).into_bytes();
-        for (k, v) in &parts.headers {
-            out.extend_from_slice(format!("{}: ", k).as_bytes());
-            out.extend_from_slice(v.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
-        out.extend_from_slice(&body);
-        if stream.write_all(&out).await.is_err() {
-            return;
-        }
-    }
-}
-
 /// Bind `addr`, start serving in the background, and return the bound address.
 pub async fn spawn(
     addr: SocketAddr,
@@ -262,7 +151,7 @@ pub(crate) struct Dropped;
 
 /// Where a request body comes from: hyper's stream (read with limits here), or bytes the
 /// `lax-http` front already read.
-enum BodySource {
+pub(super) enum BodySource {
     Stream(Incoming),
     Read(Vec<u8>),
 }
@@ -280,11 +169,9 @@ async fn handle(w: &Witness, local: Local, req: Request<Incoming>) -> Result<Ans
     .await
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the witness's HTTP router: Origin and Host, credentials, path, then one arm per HTTP method"
-)]
-async fn respond(
+/// The witness's HTTP router: the authorization metadata, the path, Origin and Host,
+/// credentials, then one handler per HTTP method.
+pub(super) async fn respond(
     w: &Witness,
     local: Local,
     method: &Method,
@@ -297,14 +184,8 @@ async fn respond(
         Some((p, q)) => (p, Some(q)),
         None => (path, None),
     };
-    if let (Some(auth), true) = (&w.config.auth, method == Method::GET) {
-        if path == auth.config().metadata_path() || path == reference_gate::auth::WELL_KNOWN {
-            return Ok(Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(auth.metadata())))
-                .unwrap_or_default());
-        }
+    if let Some(answer) = auth_metadata(w, method, path) {
+        return Ok(answer);
     }
     if path != PATH {
         return Ok(plain(StatusCode::NOT_FOUND, "not found"));
@@ -317,37 +198,9 @@ async fn respond(
             "Forbidden: origin not allowed",
         ));
     }
-    // With `--auth-config`: a valid access token on every request (MCP authorization).
-    let caller = match &w.config.auth {
-        None => None,
-        Some(auth) => {
-            let values: Vec<&[u8]> = headers
-                .get_all(hyper::header::AUTHORIZATION)
-                .iter()
-                .map(HeaderValue::as_bytes)
-                .collect();
-            let in_query = query.is_some_and(|q| {
-                q.split('&').any(|kv| {
-                    kv.split('=')
-                        .next()
-                        .is_some_and(|k| k.eq_ignore_ascii_case("access_token"))
-                })
-            });
-            match auth.verify(&values, in_query).await {
-                Ok(v) => Some(v),
-                Err(refusal_kind) => {
-                    let status = match refusal_kind {
-                        reference_gate::auth::Refusal::Ambiguous => StatusCode::BAD_REQUEST,
-                        _ => StatusCode::UNAUTHORIZED,
-                    };
-                    let mut answer = refusal(w, status, "Unauthorized");
-                    if let Ok(v) = HeaderValue::from_str(&auth.challenge(refusal_kind)) {
-                        answer.headers_mut().insert("www-authenticate", v);
-                    }
-                    return Ok(answer);
-                }
-            }
-        }
+    let caller = match authenticate(w, headers, query).await {
+        Ok(caller) => caller,
+        Err(answer) => return Ok(answer),
     };
     if method == Method::POST || (lax && method == Method::PUT) {
         return post(w, headers, body, caller.as_ref()).await;
@@ -368,187 +221,158 @@ async fn respond(
         // A modern-only or stateless server has no listening stream and no sessions to end.
         return Ok(method_not_allowed());
     }
-    if method == Method::GET {
-        if lax {
-            return Ok(plain(StatusCode::OK, "witness is up"));
-        }
-        if !accepts(headers, "text/event-stream") {
-            return Ok(refusal(
-                w,
-                StatusCode::NOT_ACCEPTABLE,
-                "Not Acceptable: GET needs text/event-stream",
-            ));
-        }
-        let id = match session_of(w, headers, caller.as_ref()) {
-            Ok((id, _)) => id,
-            Err((status, msg)) => return Ok(refusal(w, status, msg)),
-        };
-        return Ok(match w.listen(&id) {
-            Ok(rx) => listening_stream(rx),
-            Err(super::NoStream::Open) => refusal(
-                w,
-                StatusCode::CONFLICT,
-                "Conflict: the session has a stream open already",
-            ),
-            Err(super::NoStream::Gone) => {
-                refusal(w, StatusCode::NOT_FOUND, "Not Found: unknown session")
-            }
-        });
-    }
-    if method == Method::DELETE {
-        let id = match session_of(w, headers, caller.as_ref()) {
-            Ok((id, _)) => id,
-            Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
-            Err(_) => return Ok(plain(StatusCode::OK, "")),
-        };
-        w.close_session(&id);
-        return Ok(Response::builder()
-            .status(StatusCode::OK)
-            .body(Full::new(Bytes::new()))
-            .unwrap_or_default());
-    }
-    Ok(method_not_allowed())
+    Ok(match *method {
+        Method::GET => get(w, headers, caller.as_ref()),
+        Method::DELETE => delete(w, headers, caller.as_ref()),
+        _ => method_not_allowed(),
+    })
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the Streamable HTTP rules for a POST in the order they apply (modern binding, sessions, version, the core's reply, the session header), each early return a refusal a broken mode may skip"
-)]
+/// With `--auth-config`, a GET of the protected resource's metadata.
+fn auth_metadata(w: &Witness, method: &Method, path: &str) -> Option<Answer> {
+    let auth = w.config.auth.as_ref().filter(|_| method == Method::GET)?;
+    if path != auth.config().metadata_path() && path != reference_gate::auth::WELL_KNOWN {
+        return None;
+    }
+    Some(
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(auth.metadata())))
+            .unwrap_or_default(),
+    )
+}
+
+/// With `--auth-config`: a valid access token on every request (MCP authorization). The
+/// caller it names, or the 400/401 with its challenge.
+async fn authenticate(
+    w: &Witness,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Option<reference_gate::auth::Verified>, Answer> {
+    let Some(auth) = &w.config.auth else {
+        return Ok(None);
+    };
+    let values: Vec<&[u8]> = headers
+        .get_all(hyper::header::AUTHORIZATION)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    let in_query = query.is_some_and(|q| {
+        q.split('&').any(|kv| {
+            kv.split('=')
+                .next()
+                .is_some_and(|k| k.eq_ignore_ascii_case("access_token"))
+        })
+    });
+    match auth.verify(&values, in_query).await {
+        Ok(v) => Ok(Some(v)),
+        Err(refusal_kind) => {
+            let status = match refusal_kind {
+                reference_gate::auth::Refusal::Ambiguous => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNAUTHORIZED,
+            };
+            let mut answer = refusal(w, status, "Unauthorized");
+            if let Ok(v) = HeaderValue::from_str(&auth.challenge(refusal_kind)) {
+                answer.headers_mut().insert("www-authenticate", v);
+            }
+            Err(answer)
+        }
+    }
+}
+
+/// A GET: the session's listening stream, one at a time.
+fn get(
+    w: &Witness,
+    headers: &HeaderMap,
+    caller: Option<&reference_gate::auth::Verified>,
+) -> Answer {
+    if w.config.is(Broken::LaxHeaders) {
+        return plain(StatusCode::OK, "witness is up");
+    }
+    if !accepts(headers, "text/event-stream") {
+        return refusal(
+            w,
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: GET needs text/event-stream",
+        );
+    }
+    let id = match session_of(w, headers, caller) {
+        Ok((id, _)) => id,
+        Err((status, msg)) => return refusal(w, status, msg),
+    };
+    match w.listen(&id) {
+        Ok(rx) => listening_stream(rx),
+        Err(super::NoStream::Open) => refusal(
+            w,
+            StatusCode::CONFLICT,
+            "Conflict: the session has a stream open already",
+        ),
+        Err(super::NoStream::Gone) => {
+            refusal(w, StatusCode::NOT_FOUND, "Not Found: unknown session")
+        }
+    }
+}
+
+/// A DELETE: the session ends.
+fn delete(
+    w: &Witness,
+    headers: &HeaderMap,
+    caller: Option<&reference_gate::auth::Verified>,
+) -> Answer {
+    let id = match session_of(w, headers, caller) {
+        Ok((id, _)) => id,
+        Err((status, msg)) if !w.config.is(Broken::LaxHeaders) => return refusal(w, status, msg),
+        Err(_) => return plain(StatusCode::OK, ""),
+    };
+    w.close_session(&id);
+    Response::builder()
+        .status(StatusCode::OK)
+        .body(Full::new(Bytes::new()))
+        .unwrap_or_default()
+}
+
+/// A POST, in the steps of the Streamable HTTP rules (each step's refusal a broken mode may
+/// skip): the transport's checks on the body, the era and a modern request's binding, the
+/// session, the version, then the core's reply and a new session's header.
 async fn post(
     w: &Witness,
     headers: &HeaderMap,
     body: BodySource,
     caller: Option<&reference_gate::auth::Verified>,
 ) -> Result<Answer, Dropped> {
-    let scopes = caller.map(|c| c.scopes.as_slice());
-    let lax = w.config.is(Broken::LaxHeaders);
     let body = match read_post(w, headers, body).await? {
         Ok(body) => body,
         Err(refusal) => return Ok(refusal),
     };
     w.recorder.message("http", &body, header_list(headers));
-
-    // A modern request (a `_meta` version in the body, or a modern version header) is served
-    // statelessly, after its headers are checked against its body; anything else is legacy.
-    let read = one_message(w, &body);
-    if let Some(answer) = scope_refusal(w, read.as_ref(), scopes) {
-        return Ok(answer);
-    }
-    let header_version = headers
-        .get(VERSION)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| versions::is_modern(v));
-    let looks_modern =
-        read.as_ref().and_then(versions::meta_version).is_some() || header_version.is_some();
-    let lax_binding = w.config.is(Broken::LaxBinding);
-    let modern = looks_modern && (w.config.speaks_modern() || lax_binding);
-    let is_response = matches!(&read, Some(Value::Object(o))
-        if !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
-    let answers_anything = w.config.is(Broken::LaxEnvelope) || w.config.is(Broken::ReplyToAll);
-    if modern && is_response && !lax && !answers_anything {
-        // 2026-07-28: a client MUST NOT POST responses (there are no server requests to answer).
-        let err = w.error(
-            Value::Null,
-            -32600,
-            "Invalid Request: clients do not send responses in 2026-07-28",
-            "response",
-        );
-        return Ok(refused(w, &err));
-    }
-    if modern {
-        // `cache-names`: a header value is a name too, `Mcp-Name`'s and each `Mcp-Param-*`'s.
-        for (header, value) in headers {
-            let named = header.as_str() == "mcp-name" || header.as_str().starts_with("mcp-param-");
-            if let (true, Ok(value)) = (named, value.to_str()) {
-                w.cache_name(value);
-            }
-        }
-    }
-    if modern && !lax && !lax_binding {
-        // Only a well-formed request is held to its headers; anything else is refused by the
-        // core for what it is (an invalid envelope, a response, a batch).
-        if let Some(Value::Object(o)) = read.as_ref().filter(|v| well_formed_request(v)) {
-            if !binding_ok(headers, o) {
-                let id = o.get("id").filter(|v| super::valid_id(v)).cloned();
-                let err = w.error(
-                    id.unwrap_or(Value::Null),
-                    versions::HEADER_MISMATCH,
-                    "Header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must equal the body",
-                    "binding",
-                );
-                return Ok(refused(w, &err));
-            }
-        }
-    }
-    let is_initialize = !modern && body_is_initialize(&body);
-    let mut session: Option<(String, Conversation)> = None;
-    let stateless = w.config.stateless && !modern;
-    if modern || stateless {
-        // No sessions in a modern request, nor on a stateless server: a session header is
-        // ignored and none is minted.
-    } else if !is_initialize {
-        match session_of(w, headers, caller) {
-            Ok(s) => session = Some(s),
-            Err((status, _)) if !lax && w.config.has(super::Quirk::SessionCode) => {
-                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
-                return Ok(json_answer(status, &err));
-            }
-            Err((status, msg)) if !lax => return Ok(refusal(w, status, msg)),
-            Err(_) => {}
-        }
-    } else if !lax && headers.contains_key(SESSION) {
-        // A client may not choose (or re-use) a session for a new initialize.
-        return Ok(refusal(
-            w,
-            StatusCode::BAD_REQUEST,
-            "Bad Request: initialize must not carry a session",
-        ));
-    }
-    if !lax && !modern && !is_initialize {
+    let posted = match Posted::classify(w, headers, body, caller) {
+        Ok(posted) => posted,
+        Err(refusal) => return Ok(*refusal),
+    };
+    let session = match posted.session(w, headers, caller) {
+        Ok(session) => session,
+        Err(refusal) => return Ok(*refusal),
+    };
+    let lax = w.config.is(Broken::LaxHeaders);
+    if !lax && !posted.modern && !posted.is_initialize {
         let negotiated = session.as_ref().and_then(|(_, c)| c.negotiated.clone());
         // A stateless server takes the version the request names, or its newest.
         if let Err((status, msg)) = version_ok(w, headers, negotiated.as_deref()) {
             return Ok(refusal(w, status, msg));
         }
     }
-    let mut conv = session
-        .as_ref()
-        .map(|(_, c)| c.clone())
-        .unwrap_or_else(|| Conversation {
-            // Lax mode runs requests without a session as if initialized; a stateless server
-            // runs them at the version their header names (or its newest legacy one).
-            negotiated: if lax {
-                Some(super::LATEST_VERSION.to_string())
-            } else if stateless && !is_initialize {
-                Some(
-                    headers
-                        .get(VERSION)
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string)
-                        .or_else(|| w.config.newest_legacy().map(|v| v.to_string()))
-                        .unwrap_or_else(|| super::LATEST_VERSION.to_string()),
-                )
-            } else {
-                None
-            },
-            batches: false,
-            just_initialized: false,
-        });
-    // `legacy-batch`: no version header, or 2025-03-26, is read as the version with batches.
-    conv.batches = matches!(
-        headers.get(VERSION).map(|v| v.to_str().unwrap_or("")),
-        None | Some("2025-03-26")
-    );
-    let mut reply = w.handle_body(&body, &mut conv);
+    let mut conv = posted.conversation(w, headers, session.as_ref());
+    let mut reply = w.handle_body(&posted.body, &mut conv);
     if w.config.is(Broken::SharedTransport)
-        && read.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"))
+        && posted.read.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"))
     {
         if let Reply::Message(m) = reply {
             reply = Reply::Message(w.cross(m).await);
         }
     }
     let mut answer = render(w, headers, reply, lax).await?;
-    if is_initialize && session.is_none() && !stateless {
+    if posted.is_initialize && session.is_none() && !posted.stateless {
         if let Some(version) = conv.negotiated.clone() {
             let id = w.open_session(version);
             if let Some(c) = caller {
@@ -560,6 +384,174 @@ async fn post(
         }
     }
     Ok(answer)
+}
+
+/// A POST's body once the transport took it: its one message (when it is one), its era, and
+/// whether it starts a session.
+struct Posted {
+    body: Vec<u8>,
+    read: Option<Value>,
+    /// A modern request (a `_meta` version in the body, or a modern version header), served
+    /// statelessly after its headers are checked against its body.
+    modern: bool,
+    /// A legacy request to a stateless server: no session read or minted.
+    stateless: bool,
+    is_initialize: bool,
+}
+
+/// A step of a POST: what it found, or the refusal that ends the request.
+type Step<T> = Result<T, Box<Answer>>;
+
+impl Posted {
+    /// The body read, its token's scopes checked, and its era decided; a modern request's
+    /// rules applied (no responses, headers bound to the body).
+    fn classify(
+        w: &Witness,
+        headers: &HeaderMap,
+        body: Vec<u8>,
+        caller: Option<&reference_gate::auth::Verified>,
+    ) -> Step<Posted> {
+        let read = one_message(w, &body);
+        let scopes = caller.map(|c| c.scopes.as_slice());
+        if let Some(answer) = scope_refusal(w, read.as_ref(), scopes) {
+            return Err(Box::new(answer));
+        }
+        let header_version = headers
+            .get(VERSION)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| versions::is_modern(v));
+        let looks_modern =
+            read.as_ref().and_then(versions::meta_version).is_some() || header_version.is_some();
+        let modern = looks_modern && (w.config.speaks_modern() || w.config.is(Broken::LaxBinding));
+        if modern {
+            modern_rules(w, headers, read.as_ref())?;
+        }
+        let is_initialize = !modern && body_is_initialize(&body);
+        Ok(Posted {
+            body,
+            read,
+            modern,
+            stateless: w.config.stateless && !modern,
+            is_initialize,
+        })
+    }
+
+    /// The session the request names (`None`: it needs none, or `lax-headers` runs it without
+    /// one), or the refusal (400, 404; `session-code`: the SDKs' -32000).
+    fn session(
+        &self,
+        w: &Witness,
+        headers: &HeaderMap,
+        caller: Option<&reference_gate::auth::Verified>,
+    ) -> Step<Option<(String, Conversation)>> {
+        let lax = w.config.is(Broken::LaxHeaders);
+        if self.modern || self.stateless {
+            // No sessions in a modern request, nor on a stateless server: a session header is
+            // ignored and none is minted.
+            return Ok(None);
+        }
+        if self.is_initialize {
+            if !lax && headers.contains_key(SESSION) {
+                // A client may not choose (or re-use) a session for a new initialize.
+                return Err(Box::new(refusal(
+                    w,
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: initialize must not carry a session",
+                )));
+            }
+            return Ok(None);
+        }
+        match session_of(w, headers, caller) {
+            Ok(s) => Ok(Some(s)),
+            Err((status, _)) if !lax && w.config.has(super::Quirk::SessionCode) => {
+                let err = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
+                Err(Box::new(json_answer(status, &err)))
+            }
+            Err((status, msg)) if !lax => Err(Box::new(refusal(w, status, msg))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The conversation the core runs the body in: the session's, or a new one (`lax-headers`
+    /// runs requests without a session as if initialized; a stateless server runs them at the
+    /// version their header names, or its newest legacy one).
+    fn conversation(
+        &self,
+        w: &Witness,
+        headers: &HeaderMap,
+        session: Option<&(String, Conversation)>,
+    ) -> Conversation {
+        let mut conv = session
+            .map(|(_, c)| c.clone())
+            .unwrap_or_else(|| Conversation {
+                negotiated: if w.config.is(Broken::LaxHeaders) {
+                    Some(super::LATEST_VERSION.to_string())
+                } else if self.stateless && !self.is_initialize {
+                    Some(
+                        headers
+                            .get(VERSION)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_string)
+                            .or_else(|| w.config.newest_legacy().map(|v| v.to_string()))
+                            .unwrap_or_else(|| super::LATEST_VERSION.to_string()),
+                    )
+                } else {
+                    None
+                },
+                batches: false,
+                just_initialized: false,
+            });
+        // `legacy-batch`: no version header, or 2025-03-26, is read as the version with batches.
+        conv.batches = matches!(
+            headers.get(VERSION).map(|v| v.to_str().unwrap_or("")),
+            None | Some("2025-03-26")
+        );
+        conv
+    }
+}
+
+/// A modern request's own rules: a client does not POST responses in 2026-07-28, and a
+/// well-formed request's `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` equal its body.
+/// (`cache-names`: each `Mcp-Name` and `Mcp-Param-*` value is a name asked too.)
+fn modern_rules(w: &Witness, headers: &HeaderMap, read: Option<&Value>) -> Step<()> {
+    let lax = w.config.is(Broken::LaxHeaders);
+    let lax_binding = w.config.is(Broken::LaxBinding);
+    let is_response = matches!(read, Some(Value::Object(o))
+        if !o.contains_key("method") && (o.contains_key("result") || o.contains_key("error")));
+    let answers_anything = w.config.is(Broken::LaxEnvelope) || w.config.is(Broken::ReplyToAll);
+    if is_response && !lax && !answers_anything {
+        let err = w.error(
+            Value::Null,
+            -32600,
+            "Invalid Request: clients do not send responses in 2026-07-28",
+            "response",
+        );
+        return Err(Box::new(refused(w, &err)));
+    }
+    for (header, value) in headers {
+        let named = header.as_str() == "mcp-name" || header.as_str().starts_with("mcp-param-");
+        if let (true, Ok(value)) = (named, value.to_str()) {
+            w.cache_name(value);
+        }
+    }
+    if lax || lax_binding {
+        return Ok(());
+    }
+    // Only a well-formed request is held to its headers; anything else is refused by the
+    // core for what it is (an invalid envelope, a response, a batch).
+    if let Some(Value::Object(o)) = read.filter(|v| well_formed_request(v)) {
+        if !binding_ok(headers, o) {
+            let id = o.get("id").filter(|v| super::valid_id(v)).cloned();
+            let err = w.error(
+                id.unwrap_or(Value::Null),
+                versions::HEADER_MISMATCH,
+                "Header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must equal the body",
+                "binding",
+            );
+            return Err(Box::new(refused(w, &err)));
+        }
+    }
+    Ok(())
 }
 
 /// The transport's checks on a POST and its body: media type (415), `Accept` (406), the

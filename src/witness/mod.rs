@@ -9,6 +9,8 @@
 //! HTTP or stdio framing; `http.rs` and `stdio.rs` adapt it.
 
 pub mod http;
+mod lax_http;
+mod methods;
 pub mod process;
 mod rules;
 pub mod sse;
@@ -18,6 +20,7 @@ pub use crate::canary::{CANARY_MARKER, CANARY_TOOL};
 pub use crate::reading::Personality;
 pub use crate::record::Recorder;
 pub(crate) use crate::record::{LogReader, WitnessView};
+use methods::ask_for_input;
 
 use crate::versions::Version;
 use serde_json::{json, Map, Value};
@@ -397,34 +400,6 @@ fn ballast() -> Vec<u8> {
     vec![0x5a; 64 * 1024]
 }
 
-/// The witness's one resource template, and what a URI of it starts with.
-const NOTES_TEMPLATE: &str = "test://notes{/path*}";
-const NOTES_PREFIX: &str = "test://notes/";
-
-/// Whether `path` fills the template's `{/path*}`: one or more comma-separated items in one
-/// segment, which (an item may itself hold commas, as `[^/]+` does) is any non-empty text
-/// without `/`. Read once, left to right.
-fn comma_items(path: &str) -> bool {
-    !path.is_empty() && !path.contains('/')
-}
-
-/// The same question answered as a backtracking matcher of `[^/]+(?:,[^/]+)*$` does: each item
-/// may end at any of its bytes (commas included), and every split is tried before giving up,
-/// so a path of n commas that cannot match costs about 2^n steps (`backtracking-matcher`).
-fn backtracking_items(path: &[u8]) -> bool {
-    fn item_from(path: &[u8], start: usize) -> bool {
-        let stop = path[start..]
-            .iter()
-            .position(|b| *b == b'/')
-            .map_or(path.len(), |p| start + p);
-        (start + 1..=stop).rev().any(|end| rest_from(path, end))
-    }
-    fn rest_from(path: &[u8], at: usize) -> bool {
-        at == path.len() || (path[at] == b',' && at + 1 < path.len() && item_from(path, at + 1))
-    }
-    !path.is_empty() && item_from(path, 0)
-}
-
 /// `quadratic-reader`: each escape, digit and `:` sends the reader back over everything before
 /// it (what it counts there is only what keeps the scan from being optimised away).
 fn rescanned(body: &[u8]) -> usize {
@@ -729,61 +704,15 @@ impl Witness {
         }
     }
 
-    #[allow(
-        clippy::too_many_lines,
-        reason = "the JSON-RPC envelope checks of the witness in the order it reports them, each a broken mode may relax"
-    )]
     fn handle_object(&self, obj: Map<String, Value>, conv: &mut Conversation) -> Reply {
-        let any_id = self.config.is(Broken::AnyId);
-        // The id, when it is a valid one, is echoed even in errors about other members.
-        let id = obj.get("id").cloned();
-        let id_ok = match &id {
-            None => true,
-            Some(v) => any_id || valid_id(v),
-        };
-        let echo = match &id {
-            Some(v) if id_ok => v.clone(),
-            _ => Value::Null,
-        };
-        let invalid =
-            |what: &str| Reply::Refused(self.error(echo.clone(), -32600, "Invalid Request", what));
-        if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
-            return invalid("jsonrpc");
-        }
-        if !id_ok {
-            return invalid("id");
-        }
-        let method = match obj.get("method") {
-            None => {
-                // A response from the client: well formed ones are accepted and ignored.
-                let has_result = obj.contains_key("result");
-                let has_error = obj.contains_key("error");
-                // A refused response is answered without an id: its id is the client's own.
-                let lax = self.config.is(Broken::LaxEnvelope);
-                return if (id.is_some() && has_result != has_error) || lax {
-                    self.accepted()
-                } else {
-                    Reply::Refused(self.error(Value::Null, -32600, "Invalid Request", "response"))
-                };
-            }
-            Some(Value::String(m)) => m.clone(),
-            Some(_) => return invalid("method"),
-        };
-        if obj.contains_key("result") || obj.contains_key("error") {
-            return invalid("request with result or error");
-        }
-        let params = match obj.get("params") {
-            None => Map::new(),
-            Some(Value::Object(p)) => p.clone(),
-            Some(Value::Array(_)) if id.is_some() => {
-                return Reply::Message(self.error(echo, -32602, "Invalid params", "params array"))
-            }
-            Some(_) => return invalid("params"),
-        };
-        let id = match id {
-            // `any-id`: a null id makes this a notification that still runs.
-            Some(Value::Null) if any_id => None,
-            other => other,
+        let Envelope {
+            method,
+            params,
+            id,
+            echo,
+        } = match self.envelope(&obj) {
+            Ok(envelope) => envelope,
+            Err(reply) => return reply,
         };
         // The era is the request's own: a `_meta` protocol version makes it modern (served
         // statelessly), when the witness speaks a modern version at all.
@@ -811,7 +740,7 @@ impl Witness {
             // A notification: never answered.
             conv.just_initialized = method == "notifications/initialized";
             self.notified(&method, &params);
-            if any_id {
+            if self.config.is(Broken::AnyId) {
                 let _ = self.call(&method, &params, conv);
             }
             return self.accepted();
@@ -829,6 +758,74 @@ impl Witness {
         }
         let outcome = self.call(&method, &params, conv);
         self.finish(id, outcome)
+    }
+
+    /// The JSON-RPC envelope checks, in the order the witness reports them (each a broken mode
+    /// may relax): the request's parts, or the reply that ends it (a client's response is
+    /// accepted or refused here).
+    fn envelope(&self, obj: &Map<String, Value>) -> Result<Envelope, Reply> {
+        let any_id = self.config.is(Broken::AnyId);
+        // The id, when it is a valid one, is echoed even in errors about other members.
+        let id = obj.get("id").cloned();
+        let id_ok = match &id {
+            None => true,
+            Some(v) => any_id || valid_id(v),
+        };
+        let echo = match &id {
+            Some(v) if id_ok => v.clone(),
+            _ => Value::Null,
+        };
+        let invalid =
+            |what: &str| Reply::Refused(self.error(echo.clone(), -32600, "Invalid Request", what));
+        if obj.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+            return Err(invalid("jsonrpc"));
+        }
+        if !id_ok {
+            return Err(invalid("id"));
+        }
+        let method = match obj.get("method") {
+            None => {
+                // A response from the client: well formed ones are accepted and ignored.
+                let has_result = obj.contains_key("result");
+                let has_error = obj.contains_key("error");
+                // A refused response is answered without an id: its id is the client's own.
+                let lax = self.config.is(Broken::LaxEnvelope);
+                return Err(if (id.is_some() && has_result != has_error) || lax {
+                    self.accepted()
+                } else {
+                    Reply::Refused(self.error(Value::Null, -32600, "Invalid Request", "response"))
+                });
+            }
+            Some(Value::String(m)) => m.clone(),
+            Some(_) => return Err(invalid("method")),
+        };
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return Err(invalid("request with result or error"));
+        }
+        let params = match obj.get("params") {
+            None => Map::new(),
+            Some(Value::Object(p)) => p.clone(),
+            Some(Value::Array(_)) if id.is_some() => {
+                return Err(Reply::Message(self.error(
+                    echo,
+                    -32602,
+                    "Invalid params",
+                    "params array",
+                )))
+            }
+            Some(_) => return Err(invalid("params")),
+        };
+        let id = match id {
+            // `any-id`: a null id makes this a notification that still runs.
+            Some(Value::Null) if any_id => None,
+            other => other,
+        };
+        Ok(Envelope {
+            method,
+            params,
+            id,
+            echo,
+        })
     }
 
     /// The reply to a request whose method ran (or was refused by its params).
@@ -871,43 +868,14 @@ impl Witness {
         id: Option<Value>,
         echo: Value,
     ) -> Reply {
-        let lax = self.config.is(Broken::AnyVersion);
         let meta = params.get("_meta").and_then(Value::as_object);
-        let version = meta
-            .and_then(|m| m.get(crate::versions::META_VERSION))
-            .and_then(Value::as_str);
-        let version = match version {
-            Some(v) => v.to_string(),
-            // `any-version`: a version of any type is taken, as its text.
-            None if lax => meta
-                .and_then(|m| m.get(crate::versions::META_VERSION))
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            None => {
-                return Reply::Refused(self.error(
-                    echo,
-                    -32602,
-                    "Invalid params: _meta protocolVersion must be a string",
-                    "_meta version",
-                ))
-            }
+        let version = match self.modern_meta(meta, echo) {
+            Ok(version) => version,
+            Err(reply) => return reply,
         };
-        let version = version.as_str();
-        let speaks = self.config.speaks(version) && crate::versions::is_modern(version);
-        if !speaks && !lax {
-            return Reply::Refused(self.unsupported(echo, Some(version)));
-        }
         let capabilities = meta.and_then(|m| m.get(crate::versions::META_CAPABILITIES));
-        if !capabilities.is_some_and(Value::is_object) && !lax {
-            return Reply::Refused(self.error(
-                echo,
-                -32602,
-                "Invalid params: _meta must carry the client capabilities",
-                "_meta capabilities",
-            ));
-        }
         let mut conv = Conversation {
-            negotiated: Some(version.to_string()),
+            negotiated: Some(version.clone()),
             batches: false,
             just_initialized: false,
         };
@@ -923,7 +891,7 @@ impl Witness {
             "initialize" | "ping" => Ok(Outcome::Error(-32601, "Method not found")),
             "server/discover" => Ok(Outcome::Result(json!({
                 "supportedVersions": self.config.versions(),
-                "capabilities": self::capabilities(),
+                "capabilities": methods::capabilities(),
                 "ttlMs": 0,
                 "_meta": {"io.modelcontextprotocol/serverInfo":
                     {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}}
@@ -952,6 +920,45 @@ impl Witness {
         }
     }
 
+    /// A modern request's `_meta`: the version it names (one the witness speaks) and the
+    /// client's capabilities (an object), or the refusal; `any-version` takes any.
+    fn modern_meta(&self, meta: Option<&Map<String, Value>>, echo: Value) -> Result<String, Reply> {
+        let lax = self.config.is(Broken::AnyVersion);
+        let version = meta
+            .and_then(|m| m.get(crate::versions::META_VERSION))
+            .and_then(Value::as_str);
+        let version = match version {
+            Some(v) => v.to_string(),
+            // `any-version`: a version of any type is taken, as its text.
+            None if lax => meta
+                .and_then(|m| m.get(crate::versions::META_VERSION))
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            None => {
+                return Err(Reply::Refused(self.error(
+                    echo,
+                    -32602,
+                    "Invalid params: _meta protocolVersion must be a string",
+                    "_meta version",
+                )))
+            }
+        };
+        let speaks = self.config.speaks(&version) && crate::versions::is_modern(&version);
+        if !speaks && !lax {
+            return Err(Reply::Refused(self.unsupported(echo, Some(&version))));
+        }
+        let capabilities = meta.and_then(|m| m.get(crate::versions::META_CAPABILITIES));
+        if !capabilities.is_some_and(Value::is_object) && !lax {
+            return Err(Reply::Refused(self.error(
+                echo,
+                -32602,
+                "Invalid params: _meta must carry the client capabilities",
+                "_meta capabilities",
+            )));
+        }
+        Ok(version)
+    }
+
     /// The 2026-07-28 unsupported-version error, listing what the witness speaks.
     fn unsupported(&self, id: Value, requested: Option<&str>) -> Value {
         let mut e = self.error(
@@ -962,215 +969,6 @@ impl Witness {
         );
         e["error"]["data"] = json!({"supported": self.config.versions(), "requested": requested});
         e
-    }
-
-    /// Run a method. `Err(code)` is a protocol error about the params.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "the witness's method table: one short arm per MCP method it serves"
-    )]
-    fn call(
-        &self,
-        method: &str,
-        params: &Map<String, Value>,
-        conv: &mut Conversation,
-    ) -> Result<Outcome, i64> {
-        match method {
-            "initialize" => {
-                let requested = params
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .ok_or(-32602)?;
-                if !params.get("capabilities").is_some_and(Value::is_object)
-                    || !params.get("clientInfo").is_some_and(Value::is_object)
-                {
-                    return Err(-32602);
-                }
-                let Some(newest) = self.config.newest_legacy() else {
-                    return Ok(Outcome::Error(-32601, "Method not found"));
-                };
-                // One handshake per conversation: a second initialize may not renegotiate or
-                // take over the session (`any-version` lets it).
-                if conv.negotiated.is_some() && !self.config.is(Broken::AnyVersion) {
-                    return Ok(Outcome::Error(
-                        -32600,
-                        "Invalid Request: already initialized",
-                    ));
-                }
-                let speaks =
-                    self.config.speaks(requested) && !crate::versions::is_modern(requested);
-                // `legacy-batch`: agrees to the version that had batches, and allows them.
-                let batch_era = self.config.is(Broken::LegacyBatch) && requested == "2025-03-26";
-                conv.batches = batch_era;
-                let version = if speaks || batch_era || self.config.is(Broken::AnyVersion) {
-                    requested.to_string()
-                } else {
-                    newest.to_string()
-                };
-                conv.negotiated = Some(version.clone());
-                Ok(Outcome::Result(json!({
-                    "protocolVersion": version,
-                    "capabilities": capabilities(),
-                    "serverInfo": {"name": "mcp-gauntlet-witness", "version": env!("CARGO_PKG_VERSION")}
-                })))
-            }
-            "ping" => Ok(Outcome::Result(json!({}))),
-            "tools/list" => Ok(Outcome::Result(json!({ "tools": tool_list() }))),
-            "tools/call" => {
-                let name = params.get("name").and_then(Value::as_str).ok_or(-32602)?;
-                let args = match params.get("arguments") {
-                    None => Map::new(),
-                    Some(Value::Object(a)) => a.clone(),
-                    Some(_) => return Err(-32602),
-                };
-                self.run_tool(name, &args)
-            }
-            "resources/list" => Ok(Outcome::Result(json!({
-                "resources": RESOURCES.iter().map(|(uri, name, _)|
-                    json!({"uri": uri, "name": name, "mimeType": "text/plain"})).collect::<Vec<_>>()
-            }))),
-            "resources/templates/list" => Ok(Outcome::Result(json!({"resourceTemplates": [
-                {"uriTemplate": NOTES_TEMPLATE, "name": "notes", "mimeType": "text/plain"}
-            ]}))),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                let uri = params.get("uri").and_then(Value::as_str).ok_or(-32602)?;
-                // Like a file server: the URI is resolved before it is looked up.
-                let Some((found, _, text)) = RESOURCES
-                    .iter()
-                    .find(|(u, _, _)| resolve_uri(uri) == resolve_uri(u))
-                else {
-                    let modern = conv
-                        .negotiated
-                        .as_deref()
-                        .is_some_and(crate::versions::is_modern);
-                    return Ok(self.read_note(method, uri, modern));
-                };
-                let secret = *found == SECRET_RESOURCE;
-                if method != "resources/read" {
-                    self.recorder.tool(&format!("{method} {found}"), secret);
-                    return Ok(Outcome::Result(json!({})));
-                }
-                self.recorder
-                    .tool(&format!("resources/read {found}"), secret);
-                let text = if secret {
-                    self.canary_ran();
-                    self.canary_text()
-                } else {
-                    text.to_string()
-                };
-                Ok(Outcome::Result(json!({
-                    "contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]
-                })))
-            }
-            "prompts/list" => Ok(Outcome::Result(json!({
-                "prompts": PROMPTS.iter().map(|(name, desc)|
-                    json!({"name": name, "description": desc})).collect::<Vec<_>>()
-            }))),
-            "prompts/get" => {
-                let name = params.get("name").and_then(Value::as_str).ok_or(-32602)?;
-                self.cache_name(name);
-                // Prompt names matched ignoring case, as some servers do.
-                let Some((found, _)) = PROMPTS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name))
-                else {
-                    return Ok(Outcome::Error(-32602, "Unknown prompt"));
-                };
-                let secret = *found == SECRET_PROMPT;
-                self.recorder.tool(&format!("prompts/get {found}"), secret);
-                let text = if secret {
-                    self.canary_ran();
-                    self.canary_text()
-                } else {
-                    "Say hello.".to_string()
-                };
-                Ok(Outcome::Result(json!({
-                    "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
-                })))
-            }
-            _ => Ok(Outcome::Error(-32601, "Method not found")),
-        }
-    }
-
-    /// What the canary answers.
-    fn canary_text(&self) -> String {
-        self.config
-            .canary_text
-            .clone()
-            .unwrap_or_else(|| CANARY_MARKER.to_string())
-    }
-
-    /// The canary's side channel: a line in `--canary-log`, like a real tool's own log.
-    fn canary_ran(&self) {
-        if let Some(path) = &self.config.canary_log {
-            use std::io::Write as _;
-            // Best effort: a failed append is not the client's error.
-            if let Ok(mut f) = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-            {
-                let _ = writeln!(f, "{CANARY_TOOL} ran");
-            }
-        }
-    }
-
-    /// A URI of its template (`test://notes/a,b`): the note that names those items; anything
-    /// else is not found (-32002 before 2026-07-28, which retired that code for -32602).
-    fn read_note(&self, method: &str, uri: &str, modern: bool) -> Outcome {
-        self.cache_name(uri);
-        let items = uri.strip_prefix(NOTES_PREFIX).filter(|path| {
-            if self.config.is(Broken::BacktrackingMatcher) {
-                backtracking_items(path.as_bytes())
-            } else {
-                comma_items(path)
-            }
-        });
-        match items {
-            Some(path) if method == "resources/read" => Outcome::Result(json!({
-                "contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("notes: {path}")}]
-            })),
-            Some(_) => Outcome::Result(json!({})),
-            None if modern => Outcome::Error(-32602, "Resource not found"),
-            None => Outcome::Error(-32002, "Resource not found"),
-        }
-    }
-
-    fn run_tool(&self, name: &str, args: &Map<String, Value>) -> Result<Outcome, i64> {
-        let text = |t: String| {
-            Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": false}))
-        };
-        let tool_error = |t: &str| {
-            Outcome::Result(json!({"content": [{"type": "text", "text": t}], "isError": true}))
-        };
-        self.cache_name(name);
-        if !TOOLS.iter().any(|(n, _)| *n == name) {
-            return Ok(Outcome::Error(-32602, "Unknown tool"));
-        }
-        self.recorder.tool(name, name == CANARY_TOOL);
-        if name == CANARY_TOOL {
-            self.canary_ran();
-        }
-        Ok(match name {
-            "echo" => match args.get("text").and_then(Value::as_str) {
-                Some(t) => text(t.to_string()),
-                None => tool_error("echo needs a string `text`"),
-            },
-            "add" => match (
-                args.get("a").and_then(Value::as_f64),
-                args.get("b").and_then(Value::as_f64),
-            ) {
-                (Some(a), Some(b)) => text(format!("{}", a + b)),
-                _ => tool_error("add needs numbers `a` and `b`"),
-            },
-            CANARY_TOOL => text(self.canary_text()),
-            "fault_hang" => Outcome::Hang,
-            "fault_oversize" => text("x".repeat(2 * 1024 * 1024)),
-            "fault_empty" => Outcome::Fault(Fault::Empty),
-            "fault_garbage" => Outcome::Fault(Fault::Garbage),
-            "fault_close" => Outcome::Fault(Fault::Close),
-            "fault_leak" => Outcome::Leak,
-            "ask_client" => Outcome::AskClient,
-            _ => tool_error("unknown"),
-        })
     }
 
     /// The answer to an accepted notification or response: nothing (`reply-to-all`: an error).
@@ -1208,6 +1006,15 @@ const CACHEABLE_METHODS: &[&str] = &[
 /// Ids of the witness's own requests to clients.
 static ASKED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// A request's envelope, checked: its method and params, its id (`None`: a notification),
+/// and the id its errors echo (`null` when the id itself is what is wrong).
+struct Envelope {
+    method: String,
+    params: Map<String, Value>,
+    id: Option<Value>,
+    echo: Value,
+}
+
 enum Outcome {
     /// A request to the client (`sampling/createMessage`) before the tool's answer.
     AskClient,
@@ -1216,145 +1023,6 @@ enum Outcome {
     Fault(Fault),
     Hang,
     Leak,
-}
-
-/// Tools and their one-line descriptions.
-pub(crate) const TOOLS: &[(&str, &str)] = &[
-    ("echo", "Returns `text` unchanged."),
-    ("add", "Returns a + b."),
-    (
-        CANARY_TOOL,
-        "The canary: denied by the test policy; if it ever runs, it says so in its answer.",
-    ),
-    ("fault_hang", "Never answers."),
-    ("fault_oversize", "Answers with a 2 MiB result."),
-    ("fault_empty", "Answers with an empty body."),
-    ("fault_garbage", "Answers with bytes that are not JSON."),
-    ("fault_close", "Drops the connection without answering."),
-    (
-        "fault_leak",
-        "Answers with an error whose message and data hold a stack trace, a path and a token.",
-    ),
-    (
-        "ask_client",
-        "Sends the client a sampling/createMessage request, then answers without waiting for it (2026-07-28: asks for a sample in an input_required result, and completes on the retry).",
-    ),
-];
-
-/// `ask_client` in 2026-07-28, where a server asks the client only through its answer (a multi
-/// round-trip request): the first round is an `input_required` result asking the client to
-/// sample; the retry, carrying `inputResponses`, completes. A client that did not declare
-/// `sampling` is not asked (the tool reports that it could not ask).
-fn ask_for_input(params: &Map<String, Value>, capabilities: Option<&Value>) -> Value {
-    let text = |t: &str| {
-        json!({"content": [{"type": "text", "text": t}], "isError": false,
-                                 "resultType": "complete"})
-    };
-    if params.get("inputResponses").is_some_and(Value::is_object) {
-        return text("the client's input was received");
-    }
-    if capabilities.and_then(|c| c.get("sampling")).is_none() {
-        let mut r = text("the client cannot sample");
-        r["isError"] = json!(true);
-        return r;
-    }
-    json!({
-        "resultType": "input_required",
-        "inputRequests": {"sample": {"method": "sampling/createMessage", "params": {
-            "messages": [{"role": "user", "content": {"type": "text", "text": "Say something."}}],
-            "maxTokens": 16}}},
-        "requestState": "witness-round-1"
-    })
-}
-
-/// The witness's capabilities (legacy `initialize` and modern `server/discover`).
-fn capabilities() -> Value {
-    json!({
-        "tools": {"listChanged": false},
-        "resources": {"subscribe": true, "listChanged": false},
-        "prompts": {"listChanged": false}
-    })
-}
-
-/// The resource a gate's policy denies (`fixtures/gate/witness-policy.json`): reading it is the
-/// canary, and its text is the canary's.
-pub(crate) const SECRET_RESOURCE: &str = "test://secret/key";
-/// The prompt the policy does not allow: getting it is the canary.
-pub(crate) const SECRET_PROMPT: &str = crate::canary::DENIED_PROMPT;
-
-/// Resources: URI, name, text.
-pub(crate) const RESOURCES: &[(&str, &str, &str)] = &[
-    ("test://public/readme", "readme", "A public text."),
-    (SECRET_RESOURCE, "key", ""),
-];
-
-/// Prompts and their descriptions.
-pub(crate) const PROMPTS: &[(&str, &str)] = &[
-    ("greet", "A greeting."),
-    (
-        SECRET_PROMPT,
-        "The canary prompt: not allowed by the test policy.",
-    ),
-];
-
-/// How the witness finds a resource, like a careless file server: every escape decoded, `.`
-/// and `..` segments resolved, case folded. A gate must judge a URI the way its downstream
-/// will read it, or refuse it.
-fn resolve_uri(uri: &str) -> String {
-    let bytes = uri.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(v)) => {
-                decoded.push(v);
-                i += 3;
-            }
-            (b'\\', _) => {
-                decoded.push(b'/');
-                i += 1;
-            }
-            (b, _) => {
-                decoded.push(b);
-                i += 1;
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(&decoded).to_ascii_lowercase();
-    let (head, path) = match text.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest.to_string()),
-        None => (String::new(), text),
-    };
-    let mut out: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "." => {}
-            ".." => {
-                // Like a file server's path: the authority is just the first directory.
-                out.pop();
-            }
-            s => out.push(s),
-        }
-    }
-    head + &out.join("/")
-}
-
-fn tool_list() -> Vec<Value> {
-    TOOLS
-        .iter()
-        .map(|(name, desc)| {
-            let schema = match *name {
-                "echo" => json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-                "add" => json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
-                _ => json!({"type": "object", "properties": {}}),
-            };
-            json!({"name": name, "description": desc, "inputSchema": schema})
-        })
-        .collect()
 }
 
 /// The `lax-envelope` reading: names folded to lower case (last wins), `jsonrpc` forced, bad
@@ -1431,25 +1099,8 @@ fn random_session_id() -> String {
 }
 
 #[cfg(test)]
-mod template_tests {
-    use super::{backtracking_items, comma_items};
-
-    #[test]
-    fn both_matchers_agree_on_what_matches() {
-        for path in [
-            "a", "a,b", "a,b,c", "", "a,", ",a", "a//b", "a/b", "a,,b", "a,b/x",
-        ] {
-            assert_eq!(
-                comma_items(path),
-                backtracking_items(path.as_bytes()),
-                "{path:?}"
-            );
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
+    use super::methods::resolve_uri;
     use super::*;
 
     fn witness() -> Witness {

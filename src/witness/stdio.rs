@@ -30,11 +30,14 @@ where
     } else {
         MAX_MESSAGE
     };
-    let split_on_cr = cfg.is(Broken::LaxFraming);
+    let mut framer = Framer {
+        line: Vec::new(),
+        overflow: false,
+        limit,
+        split_on_cr: cfg.is(Broken::LaxFraming),
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut conv = Conversation::default();
-    let mut line: Vec<u8> = Vec::new();
-    let mut overflow = false;
     let mut deferred = cfg.is(Broken::Late).then(Deferred::new);
     loop {
         // The `late` mode writes a held-back answer when it is due, reading meanwhile.
@@ -53,8 +56,7 @@ where
         };
         if buf.is_empty() {
             // EOF. A partial line is never a message (the lax-framing mode runs it anyway).
-            if split_on_cr && !line.is_empty() && !overflow {
-                let l = std::mem::take(&mut line);
+            if let Some(l) = framer.partial() {
                 handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
             }
             for (at, text) in deferred.unwrap_or_default() {
@@ -63,41 +65,74 @@ where
             }
             return Ok(());
         }
-        let end = buf
-            .iter()
-            .position(|&b| b == b'\n' || (split_on_cr && b == b'\r'));
-        let take = end.unwrap_or(buf.len());
-        if !overflow {
-            if line.len() + take > limit {
-                overflow = true;
-                line = Vec::new();
-            } else {
-                line.extend_from_slice(&buf[..take]);
-            }
-        }
-        let consumed = end.map_or(take, |e| e + 1);
+        let (consumed, framed) = framer.feed(buf);
         reader.consume(consumed);
-        if end.is_none() {
-            continue;
-        }
-        if overflow {
-            overflow = false;
-            refuse_too_large(cfg, &mut output).await?;
-            continue;
-        }
-        let mut l = std::mem::take(&mut line);
-        // CRLF framing is tolerated: a CR right before the LF is whitespace.
-        if l.last() == Some(&b'\r') {
-            l.pop();
-        }
-        if l.is_empty() {
-            if witness.config.is(Broken::Fragile) {
+        match framed {
+            None => {}
+            Some(Framed::TooLarge) => refuse_too_large(cfg, &mut output).await?,
+            Some(Framed::Line(l)) if l.is_empty() && cfg.is(Broken::Fragile) => {
                 // An unhandled exception on an empty line, as `json.loads("")` would raise.
                 return Err(std::io::Error::other("fragile: crashed on an empty line"));
             }
-            continue;
+            Some(Framed::Line(l)) if l.is_empty() => {}
+            Some(Framed::Line(l)) => {
+                handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
+            }
         }
-        handle_line(witness, &l, &mut conv, &mut output, deferred.as_mut()).await?;
+    }
+}
+
+/// The line framing: bytes in, whole lines (or the news that one was too long) out.
+struct Framer {
+    /// The line so far (nothing once it is too long).
+    line: Vec<u8>,
+    /// The line so far passed `limit`: the rest of it is dropped.
+    overflow: bool,
+    limit: usize,
+    /// `lax-framing`: a CR ends a line too.
+    split_on_cr: bool,
+}
+
+/// What a line end gives.
+enum Framed {
+    /// A line, without its end (a CR before the LF is dropped: CRLF framing is tolerated).
+    Line(Vec<u8>),
+    TooLarge,
+}
+
+impl Framer {
+    /// Take `buf` up to and with the next line end: the bytes taken, and what a line end gave.
+    fn feed(&mut self, buf: &[u8]) -> (usize, Option<Framed>) {
+        let end = buf
+            .iter()
+            .position(|&b| b == b'\n' || (self.split_on_cr && b == b'\r'));
+        let take = end.unwrap_or(buf.len());
+        if !self.overflow {
+            if self.line.len() + take > self.limit {
+                self.overflow = true;
+                self.line = Vec::new();
+            } else {
+                self.line.extend_from_slice(&buf[..take]);
+            }
+        }
+        let consumed = end.map_or(take, |e| e + 1);
+        if end.is_none() {
+            return (consumed, None);
+        }
+        if std::mem::take(&mut self.overflow) {
+            return (consumed, Some(Framed::TooLarge));
+        }
+        let mut l = std::mem::take(&mut self.line);
+        if l.last() == Some(&b'\r') {
+            l.pop();
+        }
+        (consumed, Some(Framed::Line(l)))
+    }
+
+    /// At EOF, the partial line `lax-framing` runs anyway.
+    fn partial(&mut self) -> Option<Vec<u8>> {
+        (self.split_on_cr && !self.line.is_empty() && !self.overflow)
+            .then(|| std::mem::take(&mut self.line))
     }
 }
 
