@@ -15,11 +15,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Largest bearer token read; longer ones are refused unparsed.
-pub const MAX_TOKEN: usize = 8 * 1024;
+pub(crate) const MAX_TOKEN: usize = 8 * 1024;
 /// Largest JWKS document read (file or URL).
-pub const MAX_JWKS: usize = 256 * 1024;
+pub(crate) const MAX_JWKS: usize = 256 * 1024;
 /// Largest leeway for `exp`/`nbf` a configuration may set.
-pub const MAX_LEEWAY_S: u64 = 300;
+pub(crate) const MAX_LEEWAY_S: u64 = 300;
 /// How long a fetched JWKS is used before it is fetched again.
 const JWKS_TTL: Duration = Duration::from_secs(300);
 /// A token with a key id the cached JWKS lacks refetches it, at most this often.
@@ -143,7 +143,7 @@ impl AuthConfig {
 
     /// Where the Protected Resource Metadata is served (RFC 9728 section 3.1): the well-known
     /// path inserted between the resource's authority and its path.
-    pub fn metadata_url(&self) -> String {
+    pub(crate) fn metadata_url(&self) -> String {
         let (scheme, rest) = self.resource.split_once("://").unwrap_or(("https", ""));
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),

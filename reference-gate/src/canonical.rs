@@ -122,7 +122,7 @@ impl Json {
     }
 
     /// Canonical bytes of this value (objects' members sorted by their UTF-8 bytes).
-    pub fn to_canonical(&self) -> Vec<u8> {
+    pub(crate) fn to_canonical(&self) -> Vec<u8> {
         let mut out = Vec::new();
         write_value(&mut out, self);
         out
@@ -145,13 +145,13 @@ impl Id {
     }
 
     /// The id as JSON text.
-    pub fn to_canonical(&self) -> Vec<u8> {
+    pub(crate) fn to_canonical(&self) -> Vec<u8> {
         self.to_json().to_canonical()
     }
 }
 
 /// Largest id magnitude: 2^53 - 1.
-pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+pub(crate) const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
 
 /// A canonical MCP message from a client.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,7 +200,7 @@ impl Message {
 
 /// A `tools/call` request after canonicalization: what the policy sees.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CanonicalToolCall {
+pub(crate) struct CanonicalToolCall {
     pub id: Id,
     pub name: String,
     /// The arguments object (empty when absent).
@@ -231,7 +231,7 @@ impl Canonical {
     }
 
     /// The tool call, when this is a `tools/call` request.
-    pub fn tool_call(&self) -> Option<CanonicalToolCall> {
+    pub(crate) fn tool_call(&self) -> Option<CanonicalToolCall> {
         match &self.message {
             Message::Request { id, method, params } if method == "tools/call" => {
                 let params = params.as_ref()?;
@@ -430,7 +430,7 @@ impl CanonicalReply {
     }
 
     /// The same response under another id (the gate maps ids between its two sides).
-    pub fn with_id(&self, id: Id) -> CanonicalReply {
+    pub(crate) fn with_id(&self, id: Id) -> CanonicalReply {
         CanonicalReply::new(Reply {
             id,
             outcome: self.reply.outcome.clone(),
@@ -447,7 +447,7 @@ pub enum Incoming {
 
 /// Parse exactly one message of either kind, with the same grammar, limits and envelope rules
 /// as [`parse`] (a response's envelope is `jsonrpc`, `id` and one of `result`/`error`).
-pub fn parse_incoming(bytes: &[u8], limits: &Limits) -> Result<Incoming, Malformed> {
+pub(crate) fn parse_incoming(bytes: &[u8], limits: &Limits) -> Result<Incoming, Malformed> {
     let value = parse_value(bytes, limits, Leniency::STRICT)?;
     let is_reply = matches!(&value, Json::Object(m)
         if !m.iter().any(|(k, _)| k == "method")
@@ -710,7 +710,7 @@ fn integer_id(n: &str) -> Result<i64, Malformed> {
 }
 
 /// A plain tool name (MCP 2025-11-25 guidance): 1–128 characters of `A-Z a-z 0-9 _ - .`.
-pub fn plain_tool_name(name: &str) -> bool {
+pub(crate) fn plain_tool_name(name: &str) -> bool {
     (1..=128).contains(&name.len())
         && name
             .bytes()

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Exit codes.
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_RUNTIME: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_CONFIG: u8 = 3;
+pub(crate) const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_RUNTIME: u8 = 1;
+pub(crate) const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_CONFIG: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,7 +78,7 @@ pub enum GateError {
 }
 
 /// Load the config and apply the command-line overrides.
-pub fn configure(args: &Args) -> Result<GateConfig, GateError> {
+pub(crate) fn configure(args: &Args) -> Result<GateConfig, GateError> {
     let mut cfg = GateConfig::load(&args.config)?;
     let server = cfg.server.clone();
     if let Some(url) = &args.downstream {
@@ -101,7 +101,7 @@ pub fn build_proxy(cfg: &GateConfig) -> Result<Arc<Proxy>, GateError> {
 }
 
 /// The proxy a configuration describes, with another engine.
-pub fn build_proxy_with(
+pub(crate) fn build_proxy_with(
     cfg: &GateConfig,
     engine: Arc<dyn Engine>,
 ) -> Result<Arc<Proxy>, GateError> {

@@ -6,7 +6,8 @@ use crate::policy::RuleEngine;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use crate::forward::{Deadlines, Server};
+pub use crate::forward::Deadlines;
+pub use crate::forward::Server;
 
 /// The error-code table. Defaults follow the gate design: malformed -32600, denied -32001,
 /// downstream failure -32002; a downstream's own JSON-RPC error passes with its code.

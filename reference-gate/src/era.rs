@@ -8,34 +8,34 @@ use crate::canonical::{Canonical, Json, Message};
 use base64::Engine as _;
 
 /// Versions the gate speaks unless configured otherwise, oldest first.
-pub const DEFAULT_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+pub(crate) const DEFAULT_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
 /// Every published version with a handshake, oldest first (the gate speaks only some of them).
-pub const KNOWN_LEGACY: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const KNOWN_LEGACY: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// Whether a legacy session that agreed `negotiated` takes a request whose
 /// `MCP-Protocol-Version` header says `header`: the agreed version, or an older published one
 /// (the specification says a client SHOULD send the agreed one, and SDK clients send older ones
 /// for requests they build by hand). The header is validated, never trusted: the gate forwards
 /// under the agreed version and its own headers, and its rules do not depend on the header.
-pub fn session_accepts_header(negotiated: &str, header: &str) -> bool {
+pub(crate) fn session_accepts_header(negotiated: &str, header: &str) -> bool {
     header == negotiated || (KNOWN_LEGACY.contains(&header) && header < negotiated)
 }
 
 /// The first version without a handshake.
-pub const MODERN_FIRST: &str = "2026-07-28";
+pub(crate) const MODERN_FIRST: &str = "2026-07-28";
 
-pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// 2026-07-28 error codes.
-pub const HEADER_MISMATCH: i64 = -32020;
-pub const UNSUPPORTED_VERSION: i64 = -32022;
+pub(crate) const HEADER_MISMATCH: i64 = -32020;
+pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// Methods whose `Mcp-Name` header mirrors `params.name` (or `params.uri`).
-pub const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
+pub(crate) const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
 
 /// `YYYY-MM-DD` at or after 2026-07-28.
-pub fn is_modern(version: &str) -> bool {
+pub(crate) fn is_modern(version: &str) -> bool {
     let b = version.as_bytes();
     let shaped = b.len() == 10
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -60,7 +60,7 @@ fn param<'a>(message: &'a Message, key: &str) -> Option<&'a Json> {
 
 /// What a message's `_meta` claims about its era.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
+pub(crate) enum Claim {
     /// No `_meta` version: a legacy message.
     Legacy,
     /// A `_meta` version that is a string.
@@ -70,7 +70,7 @@ pub enum Claim {
 }
 
 /// The era a canonical message claims.
-pub fn claim(c: &Canonical) -> Claim {
+pub(crate) fn claim(c: &Canonical) -> Claim {
     match param(c.message(), "_meta").and_then(|m| m.get(META_VERSION)) {
         None => Claim::Legacy,
         Some(Json::String(v)) => Claim::Modern(v.clone()),
@@ -79,7 +79,7 @@ pub fn claim(c: &Canonical) -> Claim {
 }
 
 /// Whether a modern message declares its client capabilities (an object).
-pub fn has_capabilities(c: &Canonical) -> bool {
+pub(crate) fn has_capabilities(c: &Canonical) -> bool {
     matches!(
         param(c.message(), "_meta").and_then(|m| m.get(META_CAPABILITIES)),
         Some(Json::Object(_))
@@ -98,7 +98,7 @@ fn named_value(message: &Message) -> Option<&str> {
 
 /// How a request's headers failed to match its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mismatch {
+pub(crate) enum Mismatch {
     /// `MCP-Protocol-Version` missing, repeated, or not the `_meta` version.
     Version,
     /// `Mcp-Method` missing, repeated, or not the method.
@@ -109,7 +109,7 @@ pub enum Mismatch {
 }
 
 /// The request headers the binding reads: every value of a (lower-case) name, as raw bytes.
-pub trait HeaderSource {
+pub(crate) trait HeaderSource {
     fn values(&self, name: &str) -> Vec<&[u8]>;
 }
 
@@ -132,7 +132,7 @@ fn one<'a>(headers: &'a (impl HeaderSource + ?Sized), name: &str) -> Option<&'a 
 }
 
 /// A header value in the 2026-07-28 value encoding: `=?base64?…?=` decoded, anything else as is.
-pub fn decode_value(v: &str) -> Option<String> {
+pub(crate) fn decode_value(v: &str) -> Option<String> {
     match v
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
@@ -147,7 +147,7 @@ pub fn decode_value(v: &str) -> Option<String> {
 
 /// A value as a header: plain when it is visible ASCII without edge spaces and does not look
 /// like the sentinel, else the sentinel encoding.
-pub fn encode_value(v: &str) -> String {
+pub(crate) fn encode_value(v: &str) -> String {
     let looks_encoded = v.starts_with("=?base64?") && v.ends_with("?=");
     let plain = !v.is_empty()
         && v.bytes().all(|b| (0x20..=0x7e).contains(&b))
@@ -167,7 +167,7 @@ pub fn encode_value(v: &str) -> String {
 /// Check a modern message's headers against its body: the version equals the `_meta` version,
 /// `Mcp-Method` the method, and `Mcp-Name` (decoded) the name of a named method; a message
 /// that names nothing carries no `Mcp-Name`. Each header exactly once.
-pub fn check_binding(
+pub(crate) fn check_binding(
     c: &Canonical,
     headers: &(impl HeaderSource + ?Sized),
 ) -> Result<(), Mismatch> {
@@ -197,7 +197,7 @@ pub fn check_binding(
 /// negotiated version decide), or, for a modern one (a `_meta` version in the body, or a modern
 /// `MCP-Protocol-Version` header), whether its headers bind to its body. Over HTTP a version
 /// claim in either place makes the request modern, so it cannot pick the era with weaker rules.
-pub fn admit(
+pub(crate) fn admit(
     c: &Canonical,
     headers: &(impl HeaderSource + ?Sized),
 ) -> Option<Result<(), Mismatch>> {
@@ -212,7 +212,7 @@ pub fn admit(
 }
 
 /// The headers a modern message carries downstream, derived from the canonical message itself.
-pub fn downstream_headers(message: &serde_json::Value) -> Option<Vec<(&'static str, String)>> {
+pub(crate) fn downstream_headers(message: &serde_json::Value) -> Option<Vec<(&'static str, String)>> {
     let params = message.get("params")?;
     let version = params.get("_meta")?.get(META_VERSION)?.as_str()?;
     let method = message.get("method")?.as_str()?;

@@ -9,11 +9,13 @@
 //! **Architecture invariant:** this crate depends on nothing of the mcp-gauntlet suite; it is a
 //! product a team can deploy on its own.
 
+#![warn(unreachable_pub)]
+
 pub mod auth;
 pub mod canonical;
 pub mod cli;
 pub mod config;
-pub mod era;
+pub(crate) mod era;
 pub mod faults;
 pub mod forward;
 pub mod front;
@@ -21,7 +23,7 @@ pub mod front;
 pub mod fuzzing;
 pub mod policy;
 pub mod proxy;
-pub mod relay;
+pub(crate) mod relay;
 pub mod tls;
 pub mod trace;
 

@@ -198,7 +198,7 @@ impl Session {
     }
 
     /// The downstream event id behind one this client was given.
-    pub fn downstream_event(&self, gate: &str) -> Option<String> {
+    pub(crate) fn downstream_event(&self, gate: &str) -> Option<String> {
         let events = self.events.lock().ok()?;
         events
             .iter()
@@ -345,7 +345,7 @@ impl RelayCtx {
 
     /// The request being relayed is answered: it is no longer pending, and its progress token
     /// no longer its client's.
-    pub fn answered(&self) {
+    pub(crate) fn answered(&self) {
         if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
             s.take_pending(id);
         }
@@ -355,14 +355,14 @@ impl RelayCtx {
     /// The exchange for the request being relayed is over (answered here, failed, or given up
     /// by its client): its progress token is no longer its client's. Its answer may still come
     /// on a resumed stream (it stays pending).
-    pub fn settled(&self) {
+    pub(crate) fn settled(&self) {
         if let (Some(s), Some((id, _))) = (&self.session, &self.request) {
             s.release_progress(id);
         }
     }
 
     /// The downstream-failure answer for the request being relayed.
-    pub fn failed(&self) -> Relayed {
+    pub(crate) fn failed(&self) -> Relayed {
         Relayed {
             bytes: error_bytes(
                 self.request.as_ref().map(|(id, _)| id),
@@ -374,7 +374,7 @@ impl RelayCtx {
     }
 
     /// Decide one downstream message.
-    pub fn step(&self, event: Event) -> Step {
+    pub(crate) fn step(&self, event: Event) -> Step {
         let mut relayed = Relayed {
             bytes: Vec::new(),
             event_id: None,
@@ -764,7 +764,7 @@ pub(crate) async fn cancel(ctx: &RelayCtx, reason: &str) {
 /// backslashes, malformed or encoded-reserved percent escapes (`%2F`), or `.`/`..` path
 /// segments in any spelling. The scheme is lowercased, escapes of unreserved characters are
 /// decoded and the remaining escapes uppercased (RFC 3986 section 6.2.2).
-pub fn normalize_uri(uri: &str) -> Option<String> {
+pub(crate) fn normalize_uri(uri: &str) -> Option<String> {
     let (scheme, rest) = uri.split_once(':')?;
     let scheme_ok = scheme
         .bytes()

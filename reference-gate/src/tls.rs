@@ -37,7 +37,7 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// Every certificate in a PEM file, in order.
-pub fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = |source| TlsError::Pem {
         path: path.to_path_buf(),
         source,

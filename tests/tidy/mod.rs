@@ -338,6 +338,40 @@ fn the_public_modules_are_the_api_boundarys() {
     );
 }
 
+/// The reference gate deploys on its own, so its public surface is a promise too: the modules
+/// `reference-gate/src/lib.rs` makes public (`pub mod`) and those it keeps (`pub(crate) mod`) are
+/// the ones ARCHITECTURE.md's `reference-gate/` section lists ("Its public modules are ...; ...
+/// are the crate's own"), and its lib.rs warns of a `pub` item no other crate can reach.
+#[test]
+fn the_gates_public_modules_are_the_documented_ones() {
+    let doc = read("ARCHITECTURE.md");
+    let (public, own) = section(&doc, "reference-gate/")
+        .split_once("Its public modules are")
+        .and_then(|(_, rest)| rest.split_once(';'))
+        .and_then(|(public, rest)| Some((public, rest.split_once("are the crate's own")?.0)))
+        .expect("the reference-gate/ section lists the gate's public modules, then its own");
+    let named = |text: &str| -> BTreeSet<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let lib = read("reference-gate/src/lib.rs");
+    let declared = |prefix: &str| -> BTreeSet<String> {
+        lib.lines()
+            .filter_map(|l| l.strip_prefix(prefix)?.strip_suffix(';'))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(named(public), declared("pub mod "), "the gate's public modules");
+    assert_eq!(named(own), declared("pub(crate) mod "), "the gate's own modules");
+    assert!(
+        lib.contains("#![warn(unreachable_pub)]"),
+        "reference-gate/src/lib.rs no longer warns of unreachable pub items"
+    );
+}
+
 /// Every Rust source file opens with a `//!` line saying what it is for.
 #[test]
 fn every_source_file_opens_with_a_doc_line() {

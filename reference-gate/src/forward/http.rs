@@ -34,7 +34,7 @@ where
 
 /// One GET of `url` (its certificate checked with `tls` for https), before `deadline`, whose
 /// `200` body is at most `max` bytes: how the gate fetches documents it needs (a JWKS).
-pub async fn get(
+pub(crate) async fn get(
     url: &str,
     max: usize,
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
@@ -152,7 +152,7 @@ const MAX_IDLE: usize = 64;
 /// A Streamable HTTP downstream: the gate's own shared session (for the stdio front and modern
 /// requests), a session per client session through [`Forwarder::open`], and a small keep-alive
 /// pool.
-pub struct HttpForwarder {
+pub(crate) struct HttpForwarder {
     inner: std::sync::Arc<HttpInner>,
 }
 
@@ -172,14 +172,8 @@ struct HttpAnswer {
 }
 
 impl HttpForwarder {
-    /// A forwarder to a plain `http` URL (an `https` one has no trusted roots: every exchange
-    /// with it fails).
-    pub fn new(url: String, deadlines: Deadlines) -> HttpForwarder {
-        HttpForwarder::with_tls(url, deadlines, None)
-    }
-
     /// A forwarder to `url`; for `https`, the downstream's certificate is checked with `tls`.
-    pub fn with_tls(
+    pub(crate) fn with_tls(
         url: String,
         deadlines: Deadlines,
         tls: Option<std::sync::Arc<rustls::ClientConfig>>,

@@ -68,7 +68,7 @@ pub enum ForwardError {
 }
 
 /// A boxed future, so forwarders can be trait objects.
-pub type ForwardFuture<'a> =
+pub(crate) type ForwardFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Vec<u8>, ForwardError>> + Send + 'a>>;
 
 /// Sends canonical bytes to the server `server_id` names and returns the raw answer: the JSON
@@ -99,7 +99,7 @@ pub trait Forwarder: Send + Sync + 'static {
 }
 
 /// What [`Forwarder::stream`] gives.
-pub type StreamFuture<'a> = BoxFuture<'a, Result<Option<Events>, ForwardError>>;
+pub(crate) type StreamFuture<'a> = BoxFuture<'a, Result<Option<Events>, ForwardError>>;
 
 /// One message the downstream sent, as it came (the proxy canonicalizes it before anything
 /// else), with the SSE event id and retry hint it came with.
@@ -115,9 +115,9 @@ pub struct Event {
 pub type Events = tokio::sync::mpsc::Receiver<Result<Event, ForwardError>>;
 
 /// A boxed future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What [`Forwarder::open`] gives.
-pub type OpenFuture<'a> =
+pub(crate) type OpenFuture<'a> =
     BoxFuture<'a, Result<Option<(std::sync::Arc<dyn Downstream>, Vec<u8>)>, ForwardError>>;
 
 /// The downstream session of one client session: every message of that client goes through it,
@@ -215,7 +215,7 @@ impl ConfiguredForwarder {
 
     /// Forwarders for `servers`; `https` ones check certificates with `tls` (with none, every
     /// exchange with them fails).
-    pub fn with_tls(
+    pub(crate) fn with_tls(
         servers: &BTreeMap<String, Server>,
         deadlines: Deadlines,
         tls: Option<std::sync::Arc<rustls::ClientConfig>>,
@@ -296,5 +296,5 @@ mod stdio_session;
 
 #[cfg(feature = "faults")]
 pub use http::FAULT_HEADERS;
-pub use http::{get, HttpForwarder};
-pub use stdio::StdioForwarder;
+pub(crate) use http::{get, HttpForwarder};
+pub(crate) use stdio::StdioForwarder;

@@ -16,14 +16,14 @@ struct StdioChild {
 
 /// A stdio downstream: one child process, initialized once, one request at a time; restarted
 /// after any failure.
-pub struct StdioForwarder {
+pub(crate) struct StdioForwarder {
     command: Vec<String>,
     deadlines: Deadlines,
     child: Mutex<Option<StdioChild>>,
 }
 
 impl StdioForwarder {
-    pub fn new(command: Vec<String>, deadlines: Deadlines) -> StdioForwarder {
+    pub(crate) fn new(command: Vec<String>, deadlines: Deadlines) -> StdioForwarder {
         StdioForwarder {
             command,
             deadlines,

@@ -27,7 +27,7 @@ const VERSION: &str = "mcp-protocol-version";
 type Answer = Response<GateBody>;
 
 /// A response body: all at once, or an SSE stream of relayed messages.
-pub enum GateBody {
+pub(crate) enum GateBody {
     Full(Option<Bytes>),
     Stream(tokio::sync::mpsc::Receiver<Relayed>),
 }

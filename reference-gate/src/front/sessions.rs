@@ -74,7 +74,7 @@ fn in_use(s: &ClientSession) -> bool {
 }
 
 impl Sessions {
-    pub fn new(limits: SessionLimits) -> Sessions {
+    pub(crate) fn new(limits: SessionLimits) -> Sessions {
         Sessions {
             limits,
             table: Mutex::new(Table::default()),
@@ -83,7 +83,7 @@ impl Sessions {
 
     /// The session `id`, marked used at `now`; `None` when it is unknown or was idle past the
     /// limit (then it is forgotten and its downstream closed).
-    pub fn get(&self, id: &str, now: Instant) -> Option<ClientSession> {
+    pub(crate) fn get(&self, id: &str, now: Instant) -> Option<ClientSession> {
         let mut table = self.table.lock().ok()?;
         let stamp = table.stamp();
         let entry = table.by_id.get_mut(id)?;
@@ -104,7 +104,7 @@ impl Sessions {
 
     /// Keep a new session under `id`; at the cap the least recently used one is forgotten first
     /// and its downstream closed.
-    pub fn insert(&self, id: String, session: ClientSession, now: Instant) {
+    pub(crate) fn insert(&self, id: String, session: ClientSession, now: Instant) {
         let Ok(mut table) = self.table.lock() else {
             return;
         };
@@ -135,7 +135,7 @@ impl Sessions {
     }
 
     /// Forget `id` (a DELETE); its downstream is closed.
-    pub fn remove(&self, id: &str) -> bool {
+    pub(crate) fn remove(&self, id: &str) -> bool {
         let gone = self.table.lock().ok().and_then(|mut t| t.remove(id));
         let found = gone.is_some();
         close(gone);
@@ -144,7 +144,7 @@ impl Sessions {
 
     /// Forget every session idle past the limit at `now` and close their downstreams; how many
     /// went.
-    pub fn expire(&self, now: Instant) -> usize {
+    pub(crate) fn expire(&self, now: Instant) -> usize {
         let Ok(mut table) = self.table.lock() else {
             return 0;
         };
@@ -168,7 +168,7 @@ impl Sessions {
 
     /// How many sessions are kept.
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.table.lock().map_or(0, |t| t.by_id.len())
     }
 }

@@ -263,7 +263,7 @@ pub fn check_binding_with(
 pub type Admission = fn(&crate::canonical::Canonical, &[(&str, &[u8])]) -> bool;
 
 /// The reference gate's admission: a modern request whose headers bind to its body.
-pub fn gate_admission(c: &crate::canonical::Canonical, headers: &[(&str, &[u8])]) -> bool {
+pub(crate) fn gate_admission(c: &crate::canonical::Canonical, headers: &[(&str, &[u8])]) -> bool {
     crate::era::admit(c, headers) == Some(Ok(()))
 }
 

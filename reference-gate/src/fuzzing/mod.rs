@@ -105,7 +105,7 @@ impl Forwarder for RecordingForwarder {
 }
 
 /// The witness policy: deny the canary, allow echo and add, deny everything else.
-pub fn witness_policy() -> RuleEngine {
+pub(crate) fn witness_policy() -> RuleEngine {
     let mut rules = vec![Rule::tool(Effect::Deny, "*", DENIED)];
     for t in ALLOWED {
         rules.push(Rule::tool(Effect::Allow, SERVER, t));

@@ -108,7 +108,7 @@ pub enum Refusal {
 
 impl ProxyResult {
     /// The answer to send, if any (a copy).
-    pub fn response_bytes(&self) -> Option<Vec<u8>> {
+    pub(crate) fn response_bytes(&self) -> Option<Vec<u8>> {
         self.bytes.clone()
     }
 }
@@ -216,12 +216,12 @@ impl Proxy {
     }
 
     /// Whether the gate speaks `version` as a legacy (initialize) version.
-    pub fn speaks_legacy(&self, version: &str) -> bool {
+    pub(crate) fn speaks_legacy(&self, version: &str) -> bool {
         !era::is_modern(version) && self.versions.iter().any(|v| v == version)
     }
 
     /// The answer to a modern request whose headers do not match its body (HTTP 400).
-    pub fn header_mismatch(&self, c: &Canonical) -> ProxyResult {
+    pub(crate) fn header_mismatch(&self, c: &Canonical) -> ProxyResult {
         ProxyResult {
             bytes: Some(error_bytes(
                 c.message().id(),
@@ -358,7 +358,7 @@ impl Proxy {
     }
 
     /// Whether `raw` is a well-formed response (a client answering a server request).
-    pub fn is_reply(&self, raw: &[u8]) -> bool {
+    pub(crate) fn is_reply(&self, raw: &[u8]) -> bool {
         matches!(
             canonical::parse_incoming(raw, &self.limits),
             Ok(canonical::Incoming::Reply(_))
@@ -396,7 +396,7 @@ impl Proxy {
 
     /// Handle a message already canonicalized by [`Proxy::parse`]; `raw` is what it came from.
     /// Outside a client session: what the downstream sends before its answer is not relayed.
-    pub async fn handle_parsed(
+    pub(crate) async fn handle_parsed(
         &self,
         server_id: &str,
         raw: &[u8],
@@ -422,7 +422,7 @@ impl Proxy {
     /// is what it came from. The era's claim is checked first; a notification goes to
     /// [`Proxy::notify`]; a request's facts are fixed in a [`Request`] and its method's handler
     /// decides (`methods.rs`).
-    pub async fn handle_in(
+    pub(crate) async fn handle_in(
         &self,
         server_id: &str,
         session: Option<&Arc<Session>>,

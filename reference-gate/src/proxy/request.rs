@@ -104,13 +104,13 @@ impl<'a> Request<'a> {
     }
 
     /// An answer the gate gives itself.
-    pub fn answer(&self, bytes: Vec<u8>, handled: Handled) -> Answer {
+    pub(super) fn answer(&self, bytes: Vec<u8>, handled: Handled) -> Answer {
         Answer::Done(result(&self.decision, self.modern, Some(bytes), handled))
     }
 
     /// Whether a rule allows this use of a resource, prompt or method: decided once, traced,
     /// and on a denial the scope it would have needed is kept for the answer.
-    pub fn allows(&self, kind: ActionKind, subject: &str) -> bool {
+    pub(super) fn allows(&self, kind: ActionKind, subject: &str) -> bool {
         let (proxy, held) = (self.proxy, self.credentials.scopes.as_deref());
         let allowed = relay::allowed(proxy.engine.as_ref(), self.server_id, kind, subject, held);
         if !allowed {
@@ -140,7 +140,7 @@ impl<'a> Request<'a> {
     }
 
     /// The policy's refusal, with the scope a denied use would have needed.
-    pub fn denied(&self) -> Answer {
+    pub(super) fn denied(&self) -> Answer {
         let mut r = result(
             &self.decision,
             self.modern,
@@ -152,7 +152,7 @@ impl<'a> Request<'a> {
     }
 
     /// Parameters the gate cannot judge (a missing or malformed name or URI).
-    pub fn bad_params(&self) -> Answer {
+    pub(super) fn bad_params(&self) -> Answer {
         self.answer(
             error_bytes(Some(self.id), -32602, MSG_BAD_META),
             Handled::Local,
@@ -160,7 +160,7 @@ impl<'a> Request<'a> {
     }
 
     /// A method that does not exist here.
-    pub fn unknown(&self) -> Answer {
+    pub(super) fn unknown(&self) -> Answer {
         self.answer(
             error_bytes(Some(self.id), -32601, MSG_NO_METHOD),
             Handled::UnknownMethod,
@@ -168,12 +168,12 @@ impl<'a> Request<'a> {
     }
 
     /// `bytes` (canonical) downstream, in this request's session and era.
-    pub async fn forward(&self, bytes: Vec<u8>) -> Answer {
+    pub(super) async fn forward(&self, bytes: Vec<u8>) -> Answer {
         self.proxy.forward(self.ctx.clone(), self.c, bytes).await
     }
 
     /// The request's own canonical bytes downstream.
-    pub async fn forward_as_sent(&self) -> Answer {
+    pub(super) async fn forward_as_sent(&self) -> Answer {
         self.forward(self.c.forwarding_bytes().to_vec()).await
     }
 }

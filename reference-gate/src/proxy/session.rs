@@ -194,7 +194,7 @@ impl Proxy {
 
     /// A client's response to a request the gate relayed to it in this session: forwarded, under
     /// the downstream's id, as canonical bytes; anything else is refused and goes nowhere.
-    pub async fn client_reply(&self, session: &Session, raw: &[u8]) -> Result<(), Refusal> {
+    pub(crate) async fn client_reply(&self, session: &Session, raw: &[u8]) -> Result<(), Refusal> {
         let reply = match canonical::parse_incoming(raw, &self.limits) {
             Ok(canonical::Incoming::Reply(r)) => r,
             _ => return Err(Refusal::UnknownResponse),
