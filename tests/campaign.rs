@@ -342,7 +342,7 @@ fn venv_works(scratch: &Path) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIP: python3 -m venv does not work here; the pypi recipe needs it");
+        crate::util::skip("python3 -m venv does not work here; the pypi recipe needs it");
     }
     ok
 }

@@ -582,7 +582,7 @@ fn quiet_on_a_terminal_draws_a_trial_counter() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: no `script` (util-linux) to give the run a terminal");
+        crate::util::skip("no `script` (util-linux) to give the run a terminal");
         return;
     }
     let w = HttpWitness::start(&[], None);

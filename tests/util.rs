@@ -8,16 +8,28 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// Whether `python3` runs here (the Python fixtures under `tests/fixtures/` need it); when it
-/// does not, says that `fixture` is why the calling test skips.
+/// does not, the calling test skips, and says so with [`skip`].
 pub fn python3(fixture: &str) -> bool {
     let ok = Command::new("python3")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIP: python3 is not installed; {fixture} needs it");
+        skip(&format!("python3 is not installed; {fixture} needs it"));
     }
     ok
+}
+
+/// How many tests skipped their checks so far in this run.
+static SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A test that cannot check what it is for here (a tool it needs is missing) says so where it
+/// is seen: on the terminal, past libtest's capture (which would hide it in a test that
+/// passes), numbered, so a run that skipped is never read as a run that checked.
+pub fn skip(why: &str) {
+    use std::io::Write as _;
+    let n = SKIPPED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let _ = writeln!(std::io::stderr(), "SKIP #{n}: {why}");
 }
 
 /// A version written in a test (`"2025-11-25"`).

@@ -364,8 +364,16 @@ fn the_gates_public_modules_are_the_documented_ones() {
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(named(public), declared("pub mod "), "the gate's public modules");
-    assert_eq!(named(own), declared("pub(crate) mod "), "the gate's own modules");
+    assert_eq!(
+        named(public),
+        declared("pub mod "),
+        "the gate's public modules"
+    );
+    assert_eq!(
+        named(own),
+        declared("pub(crate) mod "),
+        "the gate's own modules"
+    );
     assert!(
         lib.contains("#![warn(unreachable_pub)]"),
         "reference-gate/src/lib.rs no longer warns of unreachable pub items"
@@ -618,4 +626,39 @@ fn readme_exit_codes_are_the_programs() {
         .collect();
     assert_eq!(code.len(), 6, "{code:?}");
     assert_eq!(code, documented);
+}
+
+/// The action's exit-code table (`action/run.sh`: `N) outcome=NAME ;;`) has a row for every
+/// code of `src/exit.rs` and no other, each named after its constant (`SETUP_FAILED` is
+/// `setup-failed`; `SUCCESS` and `CASES_FAILED` are `passed` and `failed`), so a new code cannot
+/// reach a workflow as "crashed".
+#[test]
+fn the_actions_exit_table_is_the_programs() {
+    let code: BTreeMap<String, String> = read("src/exit.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub const ")?.split_once(": u8 = "))
+        .map(|(name, v)| {
+            let outcome = match name {
+                "SUCCESS" => "passed".to_string(),
+                "CASES_FAILED" => "failed".to_string(),
+                other => other.to_ascii_lowercase().replace('_', "-"),
+            };
+            (v.trim_end_matches(';').to_string(), outcome)
+        })
+        .collect();
+    let action: BTreeMap<String, String> = read("action/run.sh")
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(") outcome=")?;
+            let name = rest.strip_suffix(" ;;")?;
+            n.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| (n.to_string(), name.to_string()))
+        })
+        .collect();
+    assert_eq!(code.len(), 6, "{code:?}");
+    assert_eq!(
+        action, code,
+        "action/run.sh's exit table against src/exit.rs"
+    );
 }
