@@ -212,7 +212,9 @@ pub(crate) fn admit(
 }
 
 /// The headers a modern message carries downstream, derived from the canonical message itself.
-pub(crate) fn downstream_headers(message: &serde_json::Value) -> Option<Vec<(&'static str, String)>> {
+pub(crate) fn downstream_headers(
+    message: &serde_json::Value,
+) -> Option<Vec<(&'static str, String)>> {
     let params = message.get("params")?;
     let version = params.get("_meta")?.get(META_VERSION)?.as_str()?;
     let method = message.get("method")?.as_str()?;

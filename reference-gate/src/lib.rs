@@ -26,6 +26,7 @@ pub mod proxy;
 pub(crate) mod relay;
 pub mod tls;
 pub mod trace;
+pub(crate) mod uri;
 
 /// An error and its causes in one line, `error: cause: cause`, for output: each message says
 /// only its own part, so nothing is printed twice.

@@ -99,7 +99,18 @@ async fn serve_connection<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if witness.config.is(Broken::LaxHttp) || witness.config.is(Broken::KeepAfter400) {
-        super::lax_http::serve(stream, witness, local).await;
+        let keep_after_400 = witness.config.is(Broken::KeepAfter400);
+        let mut conn = super::lax_http::Conn::new(stream, keep_after_400);
+        while let Some(req) = conn.next_request().await {
+            let body = BodySource::Read(req.body);
+            let answer = respond(&witness, local, &req.method, &req.path, &req.headers, body);
+            let Ok(answer) = answer.await else {
+                return;
+            };
+            if !conn.answer(answer).await {
+                return;
+            }
+        }
         return;
     }
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -151,7 +162,7 @@ pub(crate) struct Dropped;
 
 /// Where a request body comes from: hyper's stream (read with limits here), or bytes the
 /// `lax-http` front already read.
-pub(super) enum BodySource {
+enum BodySource {
     Stream(Incoming),
     Read(Vec<u8>),
 }
@@ -171,7 +182,7 @@ async fn handle(w: &Witness, local: Local, req: Request<Incoming>) -> Result<Ans
 
 /// The witness's HTTP router: the authorization metadata, the path, Origin and Host,
 /// credentials, then one handler per HTTP method.
-pub(super) async fn respond(
+async fn respond(
     w: &Witness,
     local: Local,
     method: &Method,

@@ -3,15 +3,14 @@
 //! serves pipelined requests on one connection, the way request smuggling happens. Under
 //! `keep-after-400` it sees a request with both `Content-Length` and `Transfer-Encoding`, refuses
 //! it with 400, reads its chunked body and keeps the connection open for what follows (uvicorn's
-//! and puma's way). Its flaws are the point: each step below names the one it has.
+//! and puma's way). Its flaws are the point: each step below names the one it has. It frames
+//! requests and writes answers; `http.rs` routes them, as for its careful front.
 
-use super::http::{respond, BodySource};
-use super::rules::{Local, READ_DEADLINE};
-use super::{Broken, Witness};
-use http_body_util::BodyExt as _;
+use super::rules::READ_DEADLINE;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
 use hyper::header::{HeaderMap, HeaderValue};
-use hyper::Method;
-use std::sync::Arc;
+use hyper::{Method, Response};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 
 /// A head larger than this ends the connection.
@@ -21,53 +20,64 @@ const MAX_BODY: usize = 16 * 1024 * 1024;
 /// The 400 it answers a request with both framings under `keep-after-400`.
 const CONFLICT: &[u8] = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Bad Request: conflicting framing"}}"#;
 
-/// Serve one connection until the client stops or an answer cannot be written.
-pub(super) async fn serve<S>(stream: S, w: Arc<Witness>, local: Local)
-where
-    S: AsyncRead + AsyncWrite + Unpin,
-{
-    let mut conn = Conn {
-        stream,
-        buf: Vec::new(),
-        chunk: vec![0u8; 64 * 1024],
-    };
-    while let Some(head_end) = conn.head().await {
-        let head = Head::parse(&conn.buf[..head_end]);
-        let conflicting =
-            head.length.is_some() && head.headers.contains_key(hyper::header::TRANSFER_ENCODING);
-        if w.config.is(Broken::KeepAfter400) && conflicting {
-            // Read the chunked body to its last chunk, answer 400, and keep reading.
-            let Some(body_end) = conn.chunked_end(head_end).await else {
-                return;
-            };
-            conn.buf.drain(..body_end);
-            if !conn
-                .write(&answer_bytes("400 Bad Request", CONFLICT, None))
-                .await
-            {
-                return;
+/// A request as the careless reader framed it.
+pub(super) struct LaxRequest {
+    pub(super) method: Method,
+    pub(super) path: String,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Vec<u8>,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// A connection; `keep_after_400`: a request with both framings is refused and the
+    /// connection kept.
+    pub(super) fn new(stream: S, keep_after_400: bool) -> Conn<S> {
+        Conn {
+            stream,
+            buf: Vec::new(),
+            chunk: vec![0u8; 64 * 1024],
+            keep_after_400,
+        }
+    }
+
+    /// The next request on the connection (`None`: the client is gone, silent, or sent a head
+    /// too large).
+    pub(super) async fn next_request(&mut self) -> Option<LaxRequest> {
+        loop {
+            let head_end = self.head().await?;
+            let head = Head::parse(&self.buf[..head_end]);
+            let conflicting = head.length.is_some()
+                && head.headers.contains_key(hyper::header::TRANSFER_ENCODING);
+            if self.keep_after_400 && conflicting {
+                // Read the chunked body to its last chunk, answer 400, and keep reading.
+                let body_end = self.chunked_end(head_end).await?;
+                self.buf.drain(..body_end);
+                if !self
+                    .write(&answer_bytes("400 Bad Request", CONFLICT, None))
+                    .await
+                {
+                    return None;
+                }
+                continue;
             }
-            continue;
+            // The first Content-Length, whatever Transfer-Encoding says.
+            let length = head.length.unwrap_or(0).min(MAX_BODY);
+            if !self.fill_to(head_end + length).await {
+                return None;
+            }
+            let body = self.buf[head_end..head_end + length].to_vec();
+            self.buf.drain(..head_end + length);
+            return Some(LaxRequest {
+                method: head.method,
+                path: head.path,
+                headers: head.headers,
+                body,
+            });
         }
-        // The first Content-Length, whatever Transfer-Encoding says.
-        let length = head.length.unwrap_or(0).min(MAX_BODY);
-        if !conn.fill_to(head_end + length).await {
-            return;
-        }
-        let body = conn.buf[head_end..head_end + length].to_vec();
-        conn.buf.drain(..head_end + length);
-        let Ok(answer) = respond(
-            &w,
-            local,
-            &head.method,
-            &head.path,
-            &head.headers,
-            BodySource::Read(body),
-        )
-        .await
-        else {
-            return;
-        };
+    }
+
+    /// Write `answer` with a `content-length` of its own; false when it cannot be written.
+    pub(super) async fn answer(&mut self, answer: Response<Full<Bytes>>) -> bool {
         let (parts, body) = answer.into_parts();
         let body = body
             .collect()
@@ -75,20 +85,17 @@ where
             .map(|b| b.to_bytes())
             .unwrap_or_default();
         let status = parts.status.to_string();
-        if !conn
-            .write(&answer_bytes(&status, &body, Some(&parts.headers)))
+        self.write(&answer_bytes(&status, &body, Some(&parts.headers)))
             .await
-        {
-            return;
-        }
     }
 }
 
 /// The connection and what has been read from it but not yet served.
-struct Conn<S> {
+pub(super) struct Conn<S> {
     stream: S,
     buf: Vec<u8>,
     chunk: Vec<u8>,
+    keep_after_400: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {

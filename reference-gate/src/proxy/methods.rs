@@ -126,7 +126,7 @@ impl Proxy {
             }
             return r.forward_as_sent().await;
         }
-        let Some(uri) = relay::normalize_uri(uri) else {
+        let Some(uri) = crate::uri::normalize(uri) else {
             return r.bad_params();
         };
         if !r.allows(ActionKind::Resource, &uri) {
@@ -156,7 +156,7 @@ impl Proxy {
             Some("ref/resource") => reference
                 .and_then(|x| x.get("uri"))
                 .and_then(Json::as_str)
-                .and_then(relay::normalize_uri)
+                .and_then(crate::uri::normalize)
                 .map(|u| (ActionKind::Resource, u)),
             _ => None,
         };
