@@ -330,7 +330,7 @@ pub struct Cause {
     /// Ordered so the worst sorts first: the denied tool ran, then must, should and info.
     pub rank: u8,
     pub requirement: String,
-    pub check: String,
+    pub check: Check,
 }
 
 impl Cause {
@@ -344,7 +344,7 @@ impl Cause {
             TrialVerdict::Pass | TrialVerdict::Skip => return None,
         };
         let finding = r.findings.iter().find(|f| f.status == status);
-        let check = finding.map_or("outcome", |f| f.check.as_str()).to_string();
+        let check = finding.map_or(Check::Outcome, |f| f.check);
         let ran = r
             .findings
             .iter()

@@ -31,65 +31,95 @@ pub enum Status {
     Fail,
 }
 
-/// Which oracle spoke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Check {
-    Setup,
-    Outcome,
-    HttpStatus,
-    ErrorCode,
-    Id,
-    Shape,
-    Output,
-    Canary,
-    Forwarded,
-    Alive,
-    Leak,
-    /// A request smuggled behind the case's own on one connection was served.
-    Framing,
-    /// The bytes or memory a server spent on an input before refusing it.
-    Resources,
-    /// The `WWW-Authenticate` challenge of an authorization refusal.
-    Challenge,
-    /// A `clients` case: an answer reached a client other than the one that asked, or none.
-    Crossed,
-    /// A series: what it sent and got, and whether the server bounded it.
-    Series,
-    /// A series: memory the target kept per step.
-    Memory,
-    /// A series: CPU the target spent per step.
-    Cpu,
-    /// A series: how long a `ping` on another connection took while it ran.
-    Latency,
-    /// HTTP+SSE: where the stream's `endpoint` event sends the client's messages.
-    Endpoint,
+/// Declares [`Check`] with each variant's one spelling: the name reports, baselines, JUnit,
+/// SARIF and the summaries print and read back.
+macro_rules! checks {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// Which oracle spoke.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Check {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Check {
+            /// Every check, in declaration order.
+            pub const ALL: &[Check] = &[$(Check::$variant),*];
+
+            /// Its name, the one spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Check::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-impl Check {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::Setup => "setup",
-            Check::Outcome => "outcome",
-            Check::HttpStatus => "http_status",
-            Check::ErrorCode => "error_code",
-            Check::Id => "id",
-            Check::Shape => "shape",
-            Check::Output => "output",
-            Check::Canary => "canary",
-            Check::Forwarded => "forwarded",
-            Check::Alive => "alive",
-            Check::Leak => "leak",
-            Check::Framing => "framing",
-            Check::Resources => "resources",
-            Check::Challenge => "challenge",
-            Check::Crossed => "crossed",
-            Check::Endpoint => "endpoint",
-            Check::Series => "series",
-            Check::Memory => "memory",
-            Check::Cpu => "cpu",
-            Check::Latency => "latency",
-        }
+checks! {
+    Setup => "setup",
+    Outcome => "outcome",
+    HttpStatus => "http_status",
+    ErrorCode => "error_code",
+    Id => "id",
+    Shape => "shape",
+    Output => "output",
+    Canary => "canary",
+    Forwarded => "forwarded",
+    Alive => "alive",
+    Leak => "leak",
+    /// A request smuggled behind the case's own on one connection was served.
+    Framing => "framing",
+    /// The bytes or memory a server spent on an input before refusing it.
+    Resources => "resources",
+    /// The `WWW-Authenticate` challenge of an authorization refusal.
+    Challenge => "challenge",
+    /// A `clients` case: an answer reached a client other than the one that asked, or none.
+    Crossed => "crossed",
+    /// A series: what it sent and got, and whether the server bounded it.
+    Series => "series",
+    /// A series: memory the target kept per step.
+    Memory => "memory",
+    /// A series: CPU the target spent per step.
+    Cpu => "cpu",
+    /// A series: how long a `ping` on another connection took while it ran.
+    Latency => "latency",
+    /// HTTP+SSE: where the stream's `endpoint` event sends the client's messages.
+    Endpoint => "endpoint",
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Checks sort by name, as reports list causes.
+impl Ord for Check {
+    fn cmp(&self, other: &Check) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Check {
+    fn partial_cmp(&self, other: &Check) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl serde::Serialize for Check {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Check {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Check, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Check::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str() == name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown check `{name}`")))
     }
 }
 
@@ -611,6 +641,22 @@ mod tests {
     use super::answer::{bearer_params, challenge_problem};
     use super::shape::media_accepted;
     use super::*;
+
+    /// Each check has one spelling: names are distinct, and what is written reads back as the
+    /// same check (an unknown name is refused, not defaulted).
+    #[test]
+    fn every_check_reads_back_as_itself() {
+        let names: std::collections::BTreeSet<&str> =
+            Check::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names.len(), Check::ALL.len());
+        for c in Check::ALL {
+            let text = serde_json::to_string(c).expect("a check serializes");
+            assert_eq!(text, format!("\"{}\"", c.as_str()));
+            let back: Check = serde_json::from_str(&text).expect("a check reads back");
+            assert_eq!(back, *c);
+        }
+        assert!(serde_json::from_str::<Check>("\"Outcome\"").is_err());
+    }
 
     /// The oracle reads `Accept` as the shared table says; the witness and the gate are held to
     /// the same table, each with its own code (the oracle does not trust theirs).
