@@ -1,277 +1,179 @@
-//! What tidy reads in Rust source: the code with its comments, literals and unit tests blanked
-//! out (`code_only`), the paths its `use` declarations name with their braces expanded
-//! (`use_paths`), and the import graph of a crate's modules built from both (`ModuleGraph`),
-//! which follows names that a glob import (`use super::*`) brings in from a parent's own `use`.
+//! What tidy reads in Rust source, parsed with `syn`: what each module's code names outside its
+//! unit tests (its `use` trees with their braces expanded, every other path, in macro bodies
+//! too, and every identifier), the import graph of a crate's modules built from it
+//! (`ModuleGraph`), which follows names that a glob import (`use super::*`) brings in from a
+//! parent's own `use`; and the serializations that fall back to nothing, read from the tokens.
 
+use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use syn::visit::{self, Visit};
 
-/// `text` with every comment and every string, byte-string, raw-string and char literal blanked
-/// (a string becomes `""`, a char `' '`); newlines are kept, so line numbers still hold.
-pub fn blank_literals(text: &str) -> String {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < c.len() {
-        let after_ident = i > 0 && is_ident(c[i - 1]);
-        let next = c.get(i + 1).copied();
-        let end = match c[i] {
-            '/' if next == Some('/') => (i..c.len()).find(|&j| c[j] == '\n').unwrap_or(c.len()),
-            '/' if next == Some('*') => block_comment_end(&c, i),
-            'r' | 'b' if !after_ident && raw_string_body(&c, i).is_some() => {
-                let (hashes, body) = raw_string_body(&c, i).unwrap_or((0, i));
-                raw_string_end(&c, body, hashes)
-            }
-            '"' => string_end(&c, i + 1),
-            '\'' if next == Some('\\') => {
-                // An escaped char: `'\n'`, `'\''`, `'\u{1F600}'`.
-                let from = (i + 3).min(c.len());
-                (from..c.len())
-                    .find(|&j| c[j] == '\'')
-                    .map_or(c.len(), |j| j + 1)
-            }
-            '\'' if c.get(i + 2) == Some(&'\'') => i + 3,
-            ch => {
-                out.push(ch);
-                i += 1;
-                continue;
-            }
-        };
-        let blank = match c[i] {
-            '/' => "",
-            '\'' => "' '",
-            _ => "\"\"",
-        };
-        out.push_str(blank);
-        out.extend(c[i..end.min(c.len())].iter().filter(|&&ch| ch == '\n'));
-        i = end.max(i + 1);
+/// What one source file's code names, its `#[cfg(test)]` items left out.
+#[derive(Default)]
+struct Names {
+    /// Each path its `use` declarations name, braces expanded, with the name it brings into
+    /// scope: `use crate::{a::{self, B}, c as d}` gives `(crate::a, a)`, `(crate::a::B, B)` and
+    /// `(crate::c, d)`; a glob names `*`.
+    uses: Vec<(Vec<String>, String)>,
+    /// Every other path of two segments or more (`super::exchange::parse`), in items, types,
+    /// expressions, attributes and macro bodies (`format!("{}", crate::a::b())`).
+    paths: Vec<Vec<String>>,
+    /// Every identifier.
+    idents: BTreeSet<String>,
+    /// The modules declared for tests only (`#[cfg(test)] mod testing;`).
+    test_modules: Vec<String>,
+}
+
+impl Names {
+    fn of(module: &str, text: &str) -> Names {
+        let file = syn::parse_file(text)
+            .unwrap_or_else(|e| panic!("module `{module}`, line {}: {e}", e.span().start().line));
+        let mut names = Names::default();
+        names.visit_file(&file);
+        names
     }
-    out
-}
 
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// The index just past the block comment (nested ones too) that starts at `i`.
-fn block_comment_end(c: &[char], mut i: usize) -> usize {
-    let mut depth = 0usize;
-    while i < c.len() {
-        if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-            depth += 1;
-            i += 2;
-        } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-            depth -= 1;
-            i += 2;
-            if depth == 0 {
-                return i;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    c.len()
-}
-
-/// At `r"`, `r#"`, `br"`...: the number of `#` and the index of the first character inside.
-fn raw_string_body(c: &[char], i: usize) -> Option<(usize, usize)> {
-    let mut j = match (c[i], c.get(i + 1)) {
-        ('b', Some('r')) => i + 2,
-        ('r', _) => i + 1,
-        _ => return None,
-    };
-    let start = j;
-    while c.get(j) == Some(&'#') {
-        j += 1;
-    }
-    (c.get(j) == Some(&'"')).then_some((j - start, j + 1))
-}
-
-fn raw_string_end(c: &[char], mut j: usize, hashes: usize) -> usize {
-    while j < c.len() {
-        if c[j] == '"' && (1..=hashes).all(|k| c.get(j + k) == Some(&'#')) {
-            return j + 1 + hashes;
-        }
-        j += 1;
-    }
-    c.len()
-}
-
-/// The index just past the closing quote of a string whose first character is at `j`.
-fn string_end(c: &[char], mut j: usize) -> usize {
-    while j < c.len() {
-        match c[j] {
-            '\\' => j += 2,
-            '"' => return j + 1,
-            _ => j += 1,
-        }
-    }
-    c.len()
-}
-
-/// Blanked `code` (see [`blank_literals`]) without the items marked `#[cfg(test)]`: the
-/// attribute and its item, up to the item's `;` or its closing brace. Code after a test module
-/// stays.
-pub fn without_tests(code: &str) -> String {
-    const MARK: &str = "#[cfg(test)]";
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find(MARK) {
-        out.push_str(&rest[..at]);
-        let item = &rest[at + MARK.len()..];
-        // Braces count for the item's end; a `;` ends it only outside every bracket
-        // (`fn f() -> [u8; 4] {` goes on to its body).
-        let (mut depth, mut inner) = (0usize, 0usize);
-        let mut end = item.len();
-        for (k, ch) in item.char_indices() {
-            match ch {
-                '{' => depth += 1,
-                '}' if depth > 0 => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = k + 1;
-                        break;
+    /// The paths `a::b` in a macro body or an attribute's arguments, and their identifiers.
+    fn scan(&mut self, tokens: TokenStream) {
+        let (mut path, mut colons) = (Vec::new(), 0);
+        for token in tokens {
+            match token {
+                TokenTree::Ident(i) => {
+                    if colons != 2 {
+                        self.add_path(std::mem::take(&mut path));
+                    }
+                    self.idents.insert(i.to_string());
+                    path.push(i.to_string());
+                    colons = 0;
+                }
+                TokenTree::Punct(p) if p.as_char() == ':' => colons += 1,
+                other => {
+                    self.add_path(std::mem::take(&mut path));
+                    colons = 0;
+                    if let TokenTree::Group(g) = other {
+                        self.scan(g.stream());
                     }
                 }
-                '(' | '[' => inner += 1,
-                ')' | ']' => inner = inner.saturating_sub(1),
-                ';' if depth == 0 && inner == 0 => {
-                    end = k + 1;
-                    break;
-                }
-                _ => {}
             }
         }
-        out.extend(item[..end].chars().filter(|&ch| ch == '\n'));
-        rest = &item[end..];
+        self.add_path(path);
     }
-    out.push_str(rest);
-    out
-}
 
-/// The code of a source text as tidy reads it: no comments, no literals, no unit tests.
-pub fn code_only(text: &str) -> String {
-    without_tests(&blank_literals(text))
-}
-
-/// Every path the `use` declarations of `code` (as [`code_only`] gives it) name, braces
-/// expanded, with the name each brings into scope: `use crate::{a::{self, B}, c as d}` gives
-/// `(crate::a, a)`, `(crate::a::B, B)` and `(crate::c, d)`; a glob names `*`.
-pub fn use_paths(code: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (at, _) in code.match_indices("use") {
-        let before = code[..at].chars().next_back();
-        let after = code[at + 3..].chars().next();
-        if before.is_some_and(is_ident) || !after.is_some_and(char::is_whitespace) {
-            continue;
-        }
-        let Some(len) = code[at..].find(';') else {
-            continue;
-        };
-        let tree: String = code[at + 3..at + len]
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        let tree = tree
-            .replace(" ::", "::")
-            .replace(":: ", "::")
-            .replace(" {", "{")
-            .replace("{ ", "{")
-            .replace(" }", "}")
-            .replace(" ,", ",");
-        expand_use(tree.trim_start_matches("::"), "", &mut out);
-    }
-    out
-}
-
-fn expand_use(tree: &str, prefix: &str, out: &mut Vec<(String, String)>) {
-    let tree = tree.trim();
-    if tree.is_empty() {
-        return;
-    }
-    if let Some(open) = tree.find('{') {
-        let head = format!("{prefix}{}", &tree[..open]);
-        let inner = tree[open + 1..]
-            .strip_suffix('}')
-            .unwrap_or(&tree[open + 1..]);
-        for item in split_top_level(inner) {
-            expand_use(item, &head, out);
-        }
-        return;
-    }
-    let (leaf, alias) = match tree.split_once(" as ") {
-        Some((l, a)) => (l.trim(), Some(a.trim())),
-        None => (tree, None),
-    };
-    let path = if leaf == "self" {
-        prefix.trim_end_matches("::").to_string()
-    } else {
-        format!("{prefix}{leaf}")
-    };
-    let name = alias
-        .map(str::to_string)
-        .unwrap_or_else(|| path.rsplit("::").next().unwrap_or("").to_string());
-    out.push((path, name));
-}
-
-/// `a, b::{c, d}, e` split at the commas outside braces.
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0usize, 0);
-    for (k, ch) in s.char_indices() {
-        match ch {
-            '{' => depth += 1,
-            '}' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                parts.push(&s[start..k]);
-                start = k + 1;
-            }
-            _ => {}
+    fn add_path(&mut self, path: Vec<String>) {
+        if path.len() >= 2 {
+            self.paths.push(path);
         }
     }
-    parts.push(&s[start..]);
-    parts
 }
 
-/// The paths the code names from `crate::`, `super::` and `self::`, as written
-/// (`super::exchange::parse`); grouped imports are read by [`use_paths`].
-fn paths_named(code: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for start in ["crate::", "super::", "self::"] {
-        for (i, _) in code.match_indices(start) {
-            let before = code[..i].chars().next_back();
-            if before.is_some_and(|c| is_ident(c) || c == ':') {
-                continue;
-            }
-            let path: String = code[i..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            out.push(path.trim_end_matches(':').to_string());
-        }
-    }
-    out
-}
-
-/// Whether `word` occurs in `code` as a whole identifier.
-fn names_word(code: &str, word: &str) -> bool {
-    code.match_indices(word).any(|(i, _)| {
-        let before = code[..i].chars().next_back();
-        let after = code[i + word.len()..].chars().next();
-        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+/// Whether `attrs` mark their item as compiled for tests only.
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        matches!(&a.meta, syn::Meta::List(l)
+            if l.path.is_ident("cfg") && l.tokens.to_string() == "test")
     })
 }
 
+/// Visitor methods that pass over a node marked `#[cfg(test)]`, whatever it holds.
+macro_rules! skip_tests {
+    ($($visit:ident: $node:ident),* $(,)?) => {$(
+        fn $visit(&mut self, node: &'ast syn::$node) {
+            if !is_test(&node.attrs) {
+                visit::$visit(self, node);
+            }
+        }
+    )*};
+}
+
+impl<'ast> Visit<'ast> for Names {
+    skip_tests!(
+        visit_item_const: ItemConst, visit_item_enum: ItemEnum, visit_item_fn: ItemFn,
+        visit_item_extern_crate: ItemExternCrate, visit_item_foreign_mod: ItemForeignMod,
+        visit_item_impl: ItemImpl, visit_item_macro: ItemMacro, visit_item_static: ItemStatic,
+        visit_item_struct: ItemStruct, visit_item_trait: ItemTrait, visit_item_type: ItemType,
+        visit_item_trait_alias: ItemTraitAlias, visit_item_union: ItemUnion,
+        visit_impl_item_const: ImplItemConst, visit_impl_item_fn: ImplItemFn,
+        visit_impl_item_macro: ImplItemMacro, visit_impl_item_type: ImplItemType,
+        visit_trait_item_const: TraitItemConst, visit_trait_item_fn: TraitItemFn,
+        visit_trait_item_macro: TraitItemMacro, visit_trait_item_type: TraitItemType,
+        visit_local: Local, visit_stmt_macro: StmtMacro, visit_field: Field,
+        visit_variant: Variant, visit_arm: Arm, visit_field_value: FieldValue,
+    );
+
+    fn visit_item_mod(&mut self, node: &'ast syn::ItemMod) {
+        if !is_test(&node.attrs) {
+            visit::visit_item_mod(self, node);
+        } else if node.content.is_none() {
+            self.test_modules.push(node.ident.to_string());
+        }
+    }
+
+    fn visit_item_use(&mut self, node: &'ast syn::ItemUse) {
+        if !is_test(&node.attrs) {
+            expand_use(&node.tree, &mut Vec::new(), &mut self.uses);
+            visit::visit_item_use(self, node);
+        }
+    }
+
+    fn visit_path(&mut self, node: &'ast syn::Path) {
+        self.add_path(node.segments.iter().map(|s| s.ident.to_string()).collect());
+        visit::visit_path(self, node);
+    }
+
+    fn visit_macro(&mut self, node: &'ast syn::Macro) {
+        self.scan(node.tokens.clone());
+        visit::visit_macro(self, node);
+    }
+
+    fn visit_meta_list(&mut self, node: &'ast syn::MetaList) {
+        self.scan(node.tokens.clone());
+        visit::visit_meta_list(self, node);
+    }
+
+    fn visit_ident(&mut self, node: &'ast syn::Ident) {
+        self.idents.insert(node.to_string());
+    }
+}
+
+/// Each path of a `use` tree below `prefix`, with the name it brings into scope.
+fn expand_use(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
+    let mut leaf = |name: &syn::Ident, alias: Option<&syn::Ident>| {
+        let mut path = prefix.clone();
+        if name != "self" {
+            path.push(name.to_string());
+        }
+        let bound = alias.map_or_else(
+            || path.last().cloned().unwrap_or_default(),
+            |a| a.to_string(),
+        );
+        out.push((path, bound));
+    };
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            expand_use(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => leaf(&n.ident, None),
+        syn::UseTree::Rename(r) => leaf(&r.ident, Some(&r.rename)),
+        syn::UseTree::Glob(_) => {
+            let glob = prefix.iter().cloned().chain(["*".to_string()]).collect();
+            out.push((glob, "*".to_string()));
+        }
+        syn::UseTree::Group(g) => g.items.iter().for_each(|t| expand_use(t, prefix, out)),
+    }
+}
+
 /// A crate's modules and what each one's code names: module paths (`transport::exchange`), the
-/// module paths each imports, and the other paths its code mentions (`std::net::TcpStream`).
+/// module paths each imports, and every path its code names (`std::net::TcpStream`).
 #[derive(Debug, Default)]
 pub struct ModuleGraph {
     /// Module path -> the module paths its code imports (resolved, possibly past a module into
     /// its items: `case::model::Case`).
     imports: BTreeMap<String, BTreeSet<String>>,
-    /// Module path -> its code as [`code_only`] gives it, then every path its `use`
-    /// declarations name, one a line.
-    code: BTreeMap<String, String>,
+    /// Module path -> every path its code names, as written, `use` trees expanded.
+    named: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl ModuleGraph {
@@ -298,44 +200,47 @@ impl ModuleGraph {
     /// `pub use body::Body;` above, imports `body`); a glob (`use super::*`) brings in every
     /// such name the module's code uses, and the sibling modules its code names (`over_http::`).
     pub fn from_texts(texts: Vec<(String, String)>) -> ModuleGraph {
-        let test_only: BTreeSet<String> = texts
-            .iter()
-            .flat_map(|(m, t)| test_modules(t).into_iter().map(move |c| join(m, &c)))
-            .collect();
-        let texts: Vec<(String, String)> = texts
+        let mut read: Vec<(String, Names)> = texts
             .into_iter()
-            .filter(|(m, _)| {
-                !test_only
-                    .iter()
-                    .any(|t| m == t || m.starts_with(&format!("{t}::")))
+            .map(|(m, t)| {
+                let names = Names::of(&m, &t);
+                (m, names)
             })
             .collect();
-        let modules: BTreeSet<String> = texts.iter().map(|(m, _)| m.clone()).collect();
+        let test_only: BTreeSet<String> = read
+            .iter()
+            .flat_map(|(m, n)| n.test_modules.iter().map(move |c| join(m, c)))
+            .collect();
+        read.retain(|(m, _)| {
+            !test_only
+                .iter()
+                .any(|t| m == t || m.starts_with(&format!("{t}::")))
+        });
+        let modules: BTreeSet<String> = read.iter().map(|(m, _)| m.clone()).collect();
         let mut graph = ModuleGraph::default();
         // Module -> (what each of its `use` declarations names, resolved; the name it binds).
-        let mut uses: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for (module, text) in texts {
-            let code = code_only(&text);
-            let declared = use_paths(&code);
-            let resolve_here = |p: &str| resolve(&module, p, &modules);
-            let targets = paths_named(&code)
+        let mut uses: BTreeMap<&str, Vec<(String, String)>> = BTreeMap::new();
+        for (module, names) in &read {
+            let resolved: Vec<(String, String)> = names
+                .uses
                 .iter()
-                .chain(declared.iter().map(|(p, _)| p))
-                .filter_map(|p| resolve_here(p))
+                .filter_map(|(p, name)| Some((resolve(module, p, &modules)?, name.clone())))
+                .collect();
+            let targets = names
+                .paths
+                .iter()
+                .filter_map(|p| resolve(module, p, &modules))
+                .chain(resolved.iter().map(|(p, _)| p.clone()))
                 .collect();
             graph.imports.insert(module.clone(), targets);
-            let listed: Vec<&str> = declared.iter().map(|(p, _)| p.as_str()).collect();
+            let named = names.uses.iter().map(|(p, _)| p).chain(&names.paths);
             graph
-                .code
-                .insert(module.clone(), format!("{code}\n{}", listed.join("\n")));
-            let resolved = declared
-                .iter()
-                .filter_map(|(p, name)| Some((resolve_here(p)?, name.clone())))
-                .collect();
+                .named
+                .insert(module.clone(), named.map(|p| p.join("::")).collect());
             uses.insert(module, resolved);
         }
-        for (module, imports) in &mut graph.imports {
-            let code = &graph.code[module];
+        for (module, names) in &read {
+            let imports = graph.imports.get_mut(module).expect("every module");
             let mut brought = BTreeSet::new();
             for target in imports.iter() {
                 let (from, name) = target.rsplit_once("::").unwrap_or(("", target));
@@ -343,17 +248,19 @@ impl ModuleGraph {
                 if name == "*" {
                     brought.extend(
                         reexports
-                            .filter(|(_, n)| n != "*" && names_word(code, n))
+                            .filter(|(_, n)| n != "*" && names.idents.contains(n))
                             .map(|(p, _)| p.clone()),
                     );
+                    // A sibling the code names by a path from it (`over_http::run()`).
+                    let named_first = |child: &str| {
+                        let mut all = names.paths.iter().chain(names.uses.iter().map(|(p, _)| p));
+                        all.any(|p| p.len() >= 2 && p[0] == child)
+                    };
                     brought.extend(
                         modules
                             .iter()
                             .filter(|m| m.rsplit_once("::").map_or("", |(f, _)| f) == from)
-                            .filter(|m| {
-                                let child = m.rsplit("::").next().unwrap_or("");
-                                code.contains(&format!("{child}::")) && names_word(code, child)
-                            })
+                            .filter(|m| named_first(m.rsplit("::").next().unwrap_or("")))
                             .cloned(),
                     );
                 } else {
@@ -396,11 +303,7 @@ impl ModuleGraph {
 
     /// Whether `folder::name` is one of the crate's modules.
     pub fn is_module(&self, folder: &str, name: &str) -> bool {
-        let path = if folder.is_empty() {
-            name.to_string()
-        } else {
-            format!("{folder}::{name}")
-        };
+        let path = join(folder, name);
         self.imports
             .keys()
             .any(|m| *m == path || m.starts_with(&format!("{path}::")))
@@ -438,10 +341,10 @@ impl ModuleGraph {
                     out.push(format!("{module} -> {n}"));
                 }
             }
-            for (m, code) in &self.code {
+            for (m, named) in &self.named {
                 let inside = m == module || m.starts_with(&format!("{module}::"));
                 for path in *never_named {
-                    if inside && code.contains(path) {
+                    if inside && named.iter().any(|p| p.contains(path)) {
                         out.push(format!("{m} names {path}"));
                     }
                 }
@@ -469,31 +372,25 @@ fn module_path(rel: &Path) -> String {
 /// `path` as a path from the crate root, read in `module`: from `crate::`, `super::` or
 /// `self::`, or from one of the module's own children (`use model::Case;` in `case/mod.rs`).
 /// `None` when it climbs above the root or starts elsewhere (`std::`, another crate).
-fn resolve(module: &str, path: &str, modules: &BTreeSet<String>) -> Option<String> {
-    let mut here: Vec<&str> = if module.is_empty() {
-        Vec::new()
-    } else {
-        module.split("::").collect()
-    };
-    let mut parts = path.split("::").peekable();
-    match parts.peek() {
-        Some(&"crate") => {
+fn resolve(module: &str, path: &[String], modules: &BTreeSet<String>) -> Option<String> {
+    let mut here: Vec<&str> = module.split("::").filter(|p| !p.is_empty()).collect();
+    let mut parts = path.iter().map(String::as_str).peekable();
+    match *parts.peek()? {
+        "crate" => {
             here.clear();
             parts.next();
         }
-        Some(&"self") => {
+        "self" => {
             parts.next();
         }
-        Some(&"super") => {}
-        Some(first) if modules.contains(&join(module, first)) => {}
+        "super" => {}
+        first if modules.contains(&join(module, first)) => {}
         _ => return None,
     }
-    while parts.peek() == Some(&"super") {
-        parts.next();
+    while parts.next_if_eq(&"super").is_some() {
         here.pop()?;
     }
-    let rest: Vec<&str> = parts.filter(|p| !p.is_empty()).collect();
-    Some(here.into_iter().chain(rest).collect::<Vec<_>>().join("::"))
+    Some(here.into_iter().chain(parts).collect::<Vec<_>>().join("::"))
 }
 
 /// `module::child` (`child` when `module` is the crate root).
@@ -503,23 +400,6 @@ fn join(module: &str, child: &str) -> String {
     } else {
         format!("{module}::{child}")
     }
-}
-
-/// The modules `text` declares for tests only (`#[cfg(test)] mod testing;`).
-fn test_modules(text: &str) -> Vec<String> {
-    let code = blank_literals(text);
-    let mut out = Vec::new();
-    for (at, _) in code.match_indices("#[cfg(test)]") {
-        let item = code[at + "#[cfg(test)]".len()..].trim_start();
-        let item = item.strip_prefix("pub ").unwrap_or(item);
-        if let Some(rest) = item.strip_prefix("mod ") {
-            let name: String = rest.chars().take_while(|c| is_ident(*c)).collect();
-            if rest[name.len()..].trim_start().starts_with(';') {
-                out.push(name);
-            }
-        }
-    }
-    out
 }
 
 /// Whether a path of imports leads from `from` to `to`.
@@ -539,51 +419,37 @@ fn reaches(
 
 /// `file:line` of each serialization (`serde_json::to_string(…)`, `yaml_serde::to_vec(…)`...)
 /// whose result is `.unwrap_or_default()`ed, its arguments and the call possibly spread over
-/// lines and holding braces of their own.
+/// lines and holding braces of their own; in macro bodies and unit tests too.
 pub fn serializations_defaulted(texts: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
     for (name, text) in texts {
-        let code = blank_literals(text);
-        for (i, _) in code.match_indices("::to_") {
-            let call = &code[i + 2..];
-            let open = call
-                .find(|c: char| !is_ident(c))
-                .filter(|&k| call[k..].starts_with('('));
-            let fname = open.map(|k| &call[..k]);
-            if !matches!(
-                fname,
-                Some("to_string" | "to_string_pretty" | "to_vec" | "to_vec_pretty")
-            ) {
-                continue;
-            }
-            let Some(args_end) = open.and_then(|k| closing_paren(&call[k..]).map(|e| k + e)) else {
-                continue;
-            };
-            if call[args_end + 1..]
-                .trim_start()
-                .starts_with(".unwrap_or_default()")
-            {
-                out.push(format!("{name}:{}", code[..i].matches('\n').count() + 1));
-            }
-        }
+        let tokens = text.parse().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        defaulted_in(tokens, name, &mut out);
     }
     out
 }
 
-/// In `s`, which starts with `(`, the index of its matching `)`.
-fn closing_paren(s: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (k, ch) in s.char_indices() {
-        match ch {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(k);
-                }
+/// `::to_…(…).unwrap_or_default()` in `tokens` and the groups they hold, in the order written.
+fn defaulted_in(tokens: TokenStream, name: &str, out: &mut Vec<String>) {
+    const SERIALIZERS: &[&str] = &["to_string", "to_string_pretty", "to_vec", "to_vec_pretty"];
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    for (k, token) in tokens.iter().enumerate() {
+        use TokenTree::{Group, Ident, Punct};
+        if let [Punct(colon), Ident(to), Group(args), Punct(dot), Ident(then), Group(none), ..] =
+            &tokens[k..]
+        {
+            if colon.as_char() == ':'
+                && SERIALIZERS.contains(&to.to_string().as_str())
+                && args.delimiter() == Delimiter::Parenthesis
+                && dot.as_char() == '.'
+                && then == "unwrap_or_default"
+                && none.stream().is_empty()
+            {
+                out.push(format!("{name}:{}", to.span().start().line));
             }
-            _ => {}
+        }
+        if let Group(g) = token {
+            defaulted_in(g.stream(), name, out);
         }
     }
-    None
 }
