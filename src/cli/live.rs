@@ -45,7 +45,7 @@ pub(crate) fn fuzz(args: FuzzArgs) -> anyhow::Result<u8> {
     use mcp_gauntlet::fuzz::live::{fuzz, FuzzOptions};
     let mapping =
         mcp_gauntlet::mapping::CallMapping::new(args.tool_name.as_deref(), &args.tool_server, None)
-            .map_err(Usage::from)?;
+            .map_err(Usage::wrap)?;
     let (target, profile) =
         args.target
             .resolve(args.witness_log, args.profile, args.tls, args.process);

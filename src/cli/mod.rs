@@ -18,7 +18,8 @@ use mcp_gauntlet::exit;
 pub(crate) struct Usage(pub(crate) Box<dyn std::error::Error + Send + Sync>);
 
 impl Usage {
-    pub(crate) fn from(e: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
+    /// `e` as a usage error, ready for `?`.
+    pub(crate) fn wrap(e: impl std::error::Error + Send + Sync + 'static) -> anyhow::Error {
         anyhow::Error::new(Usage(Box::new(e)))
     }
 }

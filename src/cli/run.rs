@@ -112,14 +112,14 @@ fn spelling(
         args.principal.clone(),
         args.granted_principal.clone(),
     )
-    .map_err(Usage::from)?;
+    .map_err(Usage::wrap)?;
     if let Some(id) = identity.as_mut().filter(|i| i.uses_bearer()) {
         let authorization_header = args.headers.iter().any(|h| {
             h.split_once(':')
                 .is_some_and(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
         });
         if inputs.token.is_some() || authorization_header {
-            return Err(Usage::from(TwoTokens));
+            return Err(Usage::wrap(TwoTokens));
         }
         // With an issuer, each principal is the subject of a token minted for it; without
         // one, each principal's name is its (opaque) token.
@@ -137,7 +137,7 @@ fn spelling(
             .map(|t| (t, args.meta_arguments.as_str())),
     )
     .and_then(|m| m.with_prompt_name(args.prompt_name.as_deref()))
-    .map_err(Usage::from)?;
+    .map_err(Usage::wrap)?;
     Ok((identity, mapping))
 }
 

@@ -292,7 +292,8 @@ async fn authenticate(
     }
 }
 
-/// A GET: the session's listening stream, one at a time.
+/// A GET: the session's listening stream, one at a time (`lax-headers`: a plain "witness is
+/// up" instead).
 fn get(
     w: &Witness,
     headers: &HeaderMap,

@@ -28,6 +28,14 @@ pub(super) struct LaxRequest {
     pub(super) body: Vec<u8>,
 }
 
+/// The connection and what has been read from it but not yet served.
+pub(super) struct Conn<S> {
+    stream: S,
+    buf: Vec<u8>,
+    chunk: Vec<u8>,
+    keep_after_400: bool,
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// A connection; `keep_after_400`: a request with both framings is refused and the
     /// connection kept.
@@ -40,8 +48,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// The next request on the connection (`None`: the client is gone, silent, or sent a head
-    /// too large).
+    /// The next request on the connection (`None`: the client is gone or silent, it sent a
+    /// head too large, or a `keep-after-400` refusal could not be written).
     pub(super) async fn next_request(&mut self) -> Option<LaxRequest> {
         loop {
             let head_end = self.head().await?;
@@ -88,14 +96,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.write(&answer_bytes(&status, &body, Some(&parts.headers)))
             .await
     }
-}
-
-/// The connection and what has been read from it but not yet served.
-pub(super) struct Conn<S> {
-    stream: S,
-    buf: Vec<u8>,
-    chunk: Vec<u8>,
-    keep_after_400: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
