@@ -319,6 +319,22 @@ fn reports_do_not_depend_on_the_number_of_jobs() {
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for r in v["results"].as_array_mut().unwrap() {
             r.as_object_mut().unwrap().remove("elapsed_ms");
+            // Measured quantities vary from run to run as times do (how many 64 KiB POSTs a
+            // server took before its queue was full depends on how fast it drained it): their
+            // numbers are blanked, their checks and statuses still compared.
+            for f in r["findings"].as_array_mut().into_iter().flatten() {
+                let measured = matches!(
+                    f["check"].as_str(),
+                    Some("resources" | "memory" | "cpu" | "latency" | "series")
+                );
+                if let (true, Some(text)) = (measured, f["message"].as_str()) {
+                    let blanked: String = text
+                        .chars()
+                        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                        .collect();
+                    f["message"] = serde_json::Value::String(blanked);
+                }
+            }
         }
         v
     };
