@@ -297,6 +297,31 @@ fn architecture_invariants_hold_in_the_import_graph() {
     );
 }
 
+/// The modules a sentence "LEAD `a`, `b`; `c` and `d` are the crate's own" names: the public
+/// ones, then the crate's own.
+fn modules_listed(text: &str, lead: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
+    let named = |text: &str| -> BTreeSet<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    let (_, rest) = text.split_once(lead)?;
+    let (public, rest) = rest.split_once(';')?;
+    let (own, _) = rest.split_once("are the crate's own")?;
+    Some((named(public), named(own)))
+}
+
+/// The modules a `lib.rs` declares with `prefix` (`pub mod `, `pub(crate) mod `, `mod `).
+fn declared_modules(lib: &str, prefix: &str) -> BTreeSet<String> {
+    lib.lines()
+        .filter_map(|l| l.strip_prefix(prefix)?.strip_suffix(';'))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The library's public modules are the ones ARCHITECTURE.md's API boundary lists, and the
 /// crate's own modules it names are not public: a module made public, or one made private,
 /// changes the document too.
@@ -308,30 +333,11 @@ fn the_public_modules_are_the_api_boundarys() {
         .nth(1)
         .and_then(|s| s.split("\n## ").next())
         .expect("ARCHITECTURE.md has an API boundary section");
-    // "... the public modules are `a`, `b`; `c` and `d` are the crate's own ..."
-    let (public, own) = boundary
-        .split_once("the public modules are")
-        .and_then(|(_, rest)| rest.split_once(';'))
-        .and_then(|(public, rest)| Some((public, rest.split_once("are the crate's own")?.0)))
+    let (public, own) = modules_listed(boundary, "the public modules are")
         .expect("the section lists the public modules, then the crate's own");
-    let named = |text: &str| -> BTreeSet<String> {
-        text.split('`')
-            .skip(1)
-            .step_by(2)
-            .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-            .map(str::to_string)
-            .collect()
-    };
     let lib = read("src/lib.rs");
-    let declared = |prefix: &str| -> BTreeSet<String> {
-        lib.lines()
-            .filter_map(|l| l.strip_prefix(prefix)?.strip_suffix(';'))
-            .map(str::to_string)
-            .collect()
-    };
-    assert_eq!(named(public), declared("pub mod "), "public modules");
-    let private = declared("mod ");
-    let own = named(own);
+    assert_eq!(public, declared_modules(&lib, "pub mod "), "public modules");
+    let private = declared_modules(&lib, "mod ");
     assert!(
         !own.is_empty() && own.is_subset(&private),
         "the crate's own modules {own:?} are not all private in src/lib.rs ({private:?})"
@@ -345,33 +351,17 @@ fn the_public_modules_are_the_api_boundarys() {
 #[test]
 fn the_gates_public_modules_are_the_documented_ones() {
     let doc = read("ARCHITECTURE.md");
-    let (public, own) = section(&doc, "reference-gate/")
-        .split_once("Its public modules are")
-        .and_then(|(_, rest)| rest.split_once(';'))
-        .and_then(|(public, rest)| Some((public, rest.split_once("are the crate's own")?.0)))
+    let (public, own) = modules_listed(section(&doc, "reference-gate/"), "Its public modules are")
         .expect("the reference-gate/ section lists the gate's public modules, then its own");
-    let named = |text: &str| -> BTreeSet<String> {
-        text.split('`')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect()
-    };
     let lib = read("reference-gate/src/lib.rs");
-    let declared = |prefix: &str| -> BTreeSet<String> {
-        lib.lines()
-            .filter_map(|l| l.strip_prefix(prefix)?.strip_suffix(';'))
-            .map(str::to_string)
-            .collect()
-    };
     assert_eq!(
-        named(public),
-        declared("pub mod "),
+        public,
+        declared_modules(&lib, "pub mod "),
         "the gate's public modules"
     );
     assert_eq!(
-        named(own),
-        declared("pub(crate) mod "),
+        own,
+        declared_modules(&lib, "pub(crate) mod "),
         "the gate's own modules"
     );
     assert!(
