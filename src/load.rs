@@ -105,7 +105,7 @@ async fn post(
         headers.push(("mcp-protocol-version".into(), v.into()));
     }
     let wire = Wire::Request {
-        method: "POST".into(),
+        method: hyper::Method::POST,
         path: url.path.clone(),
         headers,
         body: Body::from_bytes(body),

@@ -690,9 +690,9 @@ impl OneTrial {
             target: Arc::as_ptr(&lane.serial) as usize,
             name: me,
         });
-        let context = judging.context(case, lane);
-        let (mut obs, held) = shared.rt.block_on(judging.observe(case, lane, &context));
-        if let Some(why) = obs.inapplicable.take() {
+        let (facts, context) = judging.prepare(case, lane);
+        let (mut obs, held) = shared.rt.block_on(judging.observe(&facts, lane, &context));
+        if let Some(why) = obs.sent.inapplicable.take() {
             drop(held);
             crate::sync::lock(&shared.in_flight).retain(|t| t.ordinal != self.ordinal);
             self.keep(self.setup_record(Status::Pass, &why));
@@ -704,7 +704,7 @@ impl OneTrial {
         // A series leaves its state behind (sessions, caches): a target the runner started
         // meets the next case afresh, while this trial still holds the lane alone.
         if case.spec.series.is_some()
-            && obs.target_down.is_none()
+            && obs.after.target_down.is_none()
             && lane.start_afresh() == Some(false)
         {
             eprintln!(
@@ -755,7 +755,7 @@ impl OneTrial {
     fn watch_target(&self, obs: &mut crate::transport::Observation) {
         let lane = &*self.lane;
         let found_gone = obs.found_gone();
-        let gone = obs.alive == Some(false) || found_gone;
+        let gone = obs.after.alive == Some(false) || found_gone;
         let over_http = matches!(
             lane.id.transport,
             crate::case::TransportKind::Http | crate::case::TransportKind::Sse
@@ -788,7 +788,7 @@ impl OneTrial {
                 },
                 &others,
             );
-            obs.target_down = Some(note);
+            obs.after.target_down = Some(note);
         }
     }
 

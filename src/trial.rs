@@ -1,14 +1,16 @@
 //! One trial: a case sent over a lane, observed, and judged. `run` makes a libtest trial of each
 //! (case, lane) with it; `fuzz` judges each generated case with it, so both judge alike.
 //!
-//! A trial's path: the case's bytes go out through [`crate::transport::exchange::run_case`] (an
-//! [`Observation`]), [`crate::verdict::judge`] turns that into a [`Verdict`] under the
-//! [`Context`] built here, and the caller makes a report record of it.
+//! A trial's path: its [`Facts`] are prepared once (placeholders, era, handshake version,
+//! method), the case's bytes go out through [`crate::transport::exchange::run_case`] with them
+//! (an [`Observation`]), [`crate::verdict::judge`] turns that into a [`Verdict`] under the
+//! [`Context`] read from the same facts, and the caller makes a report record of it.
 
 use crate::case::Case;
 use crate::settings::Speaking;
 use crate::target::Lane;
-use crate::transport::{exchange, Observation};
+use crate::transport::exchange::{self, Facts};
+use crate::transport::Observation;
 use crate::verdict::{self, Context, Verdict};
 
 /// What one trial saw and concluded.
@@ -28,8 +30,16 @@ pub(crate) struct Judging<'a> {
 }
 
 impl Judging<'_> {
-    /// What the verdict needs besides the case and the observation.
-    pub(crate) fn context(&self, case: &Case, lane: &Lane) -> Context {
+    /// Prepare the trial of `case` once: its facts, which the exchange reads, and the context
+    /// the judge reads them in.
+    pub(crate) fn prepare<'c>(&'c self, case: &'c Case, lane: &Lane) -> (Facts<'c>, Context) {
+        let facts = Facts::of(case, self.settings);
+        let context = self.context(&facts, lane);
+        (facts, context)
+    }
+
+    /// What the verdict needs besides the case and the observation, read from the trial's facts.
+    fn context(&self, facts: &Facts<'_>, lane: &Lane) -> Context {
         let settings = self.settings;
         Context {
             profile: lane.id.profile,
@@ -38,13 +48,8 @@ impl Judging<'_> {
             secrets: self.secrets.to_vec(),
             codes: settings.code_table(),
             version: settings.version,
-            method: case
-                .spec
-                .request
-                .method
-                .clone()
-                .unwrap_or_else(|| "POST".into()),
-            placeholders: exchange::base_placeholders(settings),
+            method: facts.method.clone(),
+            placeholders: facts.own.clone(),
             canary_text: settings.canary_text.clone(),
             deny_style: settings.deny_style,
             exact_codes: settings.exact_codes,
@@ -58,8 +63,8 @@ impl Judging<'_> {
 
     /// Send `case` over `lane` and judge what came back.
     pub async fn run(&self, case: &Case, lane: &Lane) -> Judged {
-        let context = self.context(case, lane);
-        let (observation, _held) = self.observe(case, lane, &context).await;
+        let (facts, context) = self.prepare(case, lane);
+        let (observation, _held) = self.observe(&facts, lane, &context).await;
         let verdict = verdict::judge(case, &observation, &context);
         Judged {
             observation,
@@ -67,17 +72,18 @@ impl Judging<'_> {
         }
     }
 
-    /// Send `case` over `lane` and observe what came back (judged by the caller with
-    /// `context`). A lane whose cases read a witness record gives the trial a copy of its
+    /// Send the case of `facts` over `lane` and observe what came back (judged by the caller
+    /// with `context`). A lane whose cases read a witness record gives the trial a copy of its
     /// target to itself when it has copies; otherwise the lane is held, and still held while
     /// the returned [`Held`] lives, so that each case sees only its own part of the record and
     /// what the caller does about the target (restarting it) happens before the next case.
     pub(crate) async fn observe<'l>(
         &self,
-        case: &Case,
+        facts: &Facts<'_>,
         lane: &'l Lane,
         context: &Context,
     ) -> (Observation, Held<'l>) {
+        let case = facts.case;
         // Decided here once: the endpoint is probed after the case wherever the case needs it
         // alive, and the judge reads what the probe saw.
         let check_alive = context.expectation(case).alive.unwrap_or(true);
@@ -101,20 +107,13 @@ impl Judging<'_> {
             Some(c) => (&c.endpoint, Some(&c.witness)),
             None => (&lane.endpoint, lane.witness.as_ref()),
         };
-        let observation = exchange::run_case(
-            case,
-            endpoint,
-            self.settings,
-            witness,
-            lane.watch.as_ref(),
-            check_alive,
-        )
-        .await;
+        let watch = lane.watch.as_ref();
+        let observation = exchange::run_case(facts, endpoint, witness, watch, check_alive).await;
         let on_copy = copy.is_some();
         if let (Some(copies), Some(copy)) = (&lane.copies, copy) {
             // Only a copy seen answering after its trial serves another; one the trial left
             // unable to answer, or did not probe, is dropped (its tasks end with it).
-            if observation.alive == Some(true) && !observation.found_gone() {
+            if observation.after.alive == Some(true) && !observation.found_gone() {
                 copies.give_back(copy);
             }
         }

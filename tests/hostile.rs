@@ -4,7 +4,7 @@
 
 use mcp_gauntlet::case::{parse_case, Case, Source};
 use mcp_gauntlet::settings::{Settings, Speaking};
-use mcp_gauntlet::transport::exchange::{run_case, Endpoint};
+use mcp_gauntlet::transport::exchange::{run_case, Endpoint, Facts};
 use mcp_gauntlet::transport::http::HttpUrl;
 use mcp_gauntlet::transport::{Ending, Observation};
 use std::time::Duration;
@@ -59,10 +59,10 @@ where
 }
 
 async fn run_http(url: HttpUrl) -> Observation {
+    let (case, settings) = (ping_case("none"), quick());
     run_case(
-        &ping_case("none"),
+        &Facts::of(&case, &settings),
         &Endpoint::Http(url),
-        &quick(),
         None,
         None,
         true,
@@ -78,8 +78,8 @@ async fn a_server_that_never_answers_times_out() {
     })
     .await;
     let obs = run_http(url).await;
-    assert_eq!(obs.ending, Ending::TimedOut);
-    assert_eq!(obs.alive, Some(false));
+    assert_eq!(obs.answer.ending, Ending::TimedOut);
+    assert_eq!(obs.after.alive, Some(false));
 }
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn an_endless_body_is_cut_at_the_cap_or_the_deadline() {
     })
     .await;
     let obs = run_http(url).await;
-    let h = obs.http.expect("a head arrived");
+    let h = obs.answer.http.expect("a head arrived");
     assert!(h.truncated || h.timed_out, "{h:?}");
     assert!(h.body_len <= 16 * 1024 * 1024);
 }
@@ -112,8 +112,8 @@ async fn megabytes_of_headers_are_refused() {
     })
     .await;
     let obs = run_http(url).await;
-    assert!(obs.http.is_none());
-    assert_ne!(obs.ending, Ending::Answered);
+    assert!(obs.answer.http.is_none());
+    assert_ne!(obs.answer.ending, Ending::Answered);
 }
 
 #[tokio::test]
@@ -129,9 +129,13 @@ async fn an_endless_event_stream_without_a_response_ends_at_the_deadline() {
     })
     .await;
     let obs = run_http(url).await;
-    let h = obs.http.expect("a head arrived");
+    let h = obs.answer.http.expect("a head arrived");
     assert!(h.timed_out);
-    assert!(obs.messages.iter().all(|m| m.get("result").is_none()));
+    assert!(obs
+        .answer
+        .messages
+        .iter()
+        .all(|m| m.get("result").is_none()));
 }
 
 #[tokio::test]
@@ -142,38 +146,31 @@ async fn a_body_that_never_finishes_ends_at_the_deadline() {
     })
     .await;
     let obs = run_http(url).await;
-    assert!(obs.http.expect("a head arrived").timed_out);
+    assert!(obs.answer.http.expect("a head arrived").timed_out);
 }
 
 async fn run_stdio(command: &str) -> Observation {
     let endpoint = Endpoint::stdio(command, None);
-    run_case(
-        &ping_case("initialized"),
-        &endpoint,
-        &quick(),
-        None,
-        None,
-        true,
-    )
-    .await
+    let (case, settings) = (ping_case("initialized"), quick());
+    run_case(&Facts::of(&case, &settings), &endpoint, None, None, true).await
 }
 
 #[tokio::test]
 async fn a_stdio_server_printing_without_newlines_is_cut_off() {
     let obs = run_stdio("sh -c 'while :; do printf xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done'").await;
-    assert!(obs.setup_error.is_some());
+    assert!(obs.sent.setup_error.is_some());
 }
 
 #[tokio::test]
 async fn a_stdio_server_that_never_reads_is_cut_off() {
     let obs = run_stdio("sleep 60").await;
-    assert!(obs.setup_error.is_some());
+    assert!(obs.sent.setup_error.is_some());
 }
 
 #[tokio::test]
 async fn a_stdio_server_that_cannot_start_is_unreachable() {
     let obs = run_stdio("/nonexistent/mcp-server").await;
-    assert!(matches!(obs.ending, Ending::Unreachable(_)));
+    assert!(matches!(obs.answer.ending, Ending::Unreachable(_)));
 }
 
 /// An HTTP+SSE endpoint whose stream (a `GET`) is answered by `stream`, and whose POSTs are
@@ -206,10 +203,10 @@ where
 }
 
 async fn run_sse(url: HttpUrl, session: &str) -> Observation {
+    let (case, settings) = (ping_case(session), quick());
     run_case(
-        &ping_case(session),
+        &Facts::of(&case, &settings),
         &Endpoint::Sse(url),
-        &quick(),
         None,
         None,
         true,
@@ -229,8 +226,8 @@ async fn an_sse_stream_without_an_endpoint_event_is_no_session() {
     })
     .await;
     let obs = run_sse(url, "none").await;
-    assert!(obs.setup_error.is_some(), "{obs:?}");
-    assert_eq!(obs.alive, None);
+    assert!(obs.sent.setup_error.is_some(), "{obs:?}");
+    assert_eq!(obs.after.alive, None);
 }
 
 /// One event that never ends (no blank line) is cut at the stream's cap or the deadline.
@@ -244,7 +241,7 @@ async fn an_endless_first_event_is_cut() {
     })
     .await;
     let obs = run_sse(url, "none").await;
-    assert!(obs.setup_error.is_some(), "{obs:?}");
+    assert!(obs.sent.setup_error.is_some(), "{obs:?}");
 }
 
 /// An endpoint on another origin is not followed: nothing is POSTed there, and the case says so.
@@ -262,8 +259,10 @@ async fn an_endpoint_on_another_origin_is_not_followed() {
     // The kind of refusal is `SseOpenError::OtherOrigin` (unit-tested where endpoints are
     // resolved); here: no session, nothing sent, and a case that does not judge the endpoint
     // does not apply.
-    assert!(obs.inapplicable.is_some(), "{obs:?}");
-    assert!(obs.setup_error.is_none() && obs.sse.is_none() && obs.http.is_none());
+    assert!(obs.sent.inapplicable.is_some(), "{obs:?}");
+    assert!(
+        obs.sent.setup_error.is_none() && obs.answer.sse.is_none() && obs.answer.http.is_none()
+    );
     // The case that judges the endpoint records it, unsent, for its finding.
     let case = Case {
         id: "hostile/endpoint".into(),
@@ -276,13 +275,25 @@ async fn an_endpoint_on_another_origin_is_not_followed() {
         .expect("valid case"),
         source: Source::Embedded,
     };
-    let obs = run_case(&case, &Endpoint::Sse(url), &quick(), None, None, true).await;
-    let seen = obs.sse.as_ref().expect("the endpoint was recorded");
+    let settings = quick();
+    let obs = run_case(
+        &Facts::of(&case, &settings),
+        &Endpoint::Sse(url),
+        None,
+        None,
+        true,
+    )
+    .await;
+    let seen = obs.answer.sse.as_ref().expect("the endpoint was recorded");
     assert!(
         seen.elsewhere && seen.endpoint.contains("127.0.0.1:9"),
         "{obs:?}"
     );
-    assert!(obs.http.is_none() && obs.inapplicable.is_none() && obs.setup_error.is_none());
+    assert!(
+        obs.answer.http.is_none()
+            && obs.sent.inapplicable.is_none()
+            && obs.sent.setup_error.is_none()
+    );
 }
 
 /// POSTs accepted and nothing ever on the stream: the case times out at its deadline, and the
@@ -301,10 +312,11 @@ async fn posts_accepted_and_never_answered_time_out() {
     })
     .await;
     let obs = run_sse(url, "none").await;
-    assert!(obs.setup_error.is_none(), "{obs:?}");
-    assert_eq!(obs.ending, Ending::TimedOut);
-    assert_eq!(obs.alive, Some(false));
+    assert!(obs.sent.setup_error.is_none(), "{obs:?}");
+    assert_eq!(obs.answer.ending, Ending::TimedOut);
+    assert_eq!(obs.after.alive, Some(false));
     assert!(obs
+        .answer
         .sse
         .and_then(|s| s.post)
         .is_some_and(|p| p.status == 202));

@@ -461,8 +461,11 @@ fn default_level() -> Level {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSpec {
-    #[serde(default)]
-    pub method: Option<String>,
+    /// The HTTP method (POST when none is named): an HTTP token of letters, digits, `-` and
+    /// `_`, refused as the case is read when it is not one.
+    #[serde(default, with = "method_token")]
+    #[schemars(with = "Option<String>")]
+    pub method: Option<hyper::Method>,
     #[serde(default)]
     pub path: Option<String>,
     #[serde(default)]
@@ -481,6 +484,44 @@ pub struct RequestSpec {
     pub close_input: bool,
     #[serde(default)]
     pub raw_http: Option<String>,
+}
+
+impl RequestSpec {
+    /// The HTTP method the request goes out with: its own, else POST.
+    pub fn http_method(&self) -> hyper::Method {
+        self.method.clone().unwrap_or(hyper::Method::POST)
+    }
+}
+
+/// A case's `method` as the case file spells it: a token of letters, digits, `-` and `_` (a
+/// narrower set than HTTP allows, so every case's method reaches any server as written).
+mod method_token {
+    use hyper::Method;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(m: &Option<Method>, s: S) -> Result<S::Ok, S::Error> {
+        match m {
+            Some(m) => s.serialize_some(m.as_str()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Method>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let token = !text.is_empty()
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        token
+            .then(|| Method::from_bytes(text.as_bytes()).ok())
+            .flatten()
+            .map(Some)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!("`method` `{text}` is not an HTTP token"))
+            })
+    }
 }
 
 /// A content coding the runner can apply to a request body (RFC 9110 §8.4.1).

@@ -418,7 +418,8 @@ fn validate_advisories(path: &str, text: &str, spec: &CaseSpec) -> Result<(), Ca
     Ok(())
 }
 
-/// The request: `raw_http` alone or `method`/`path`/`headers`, each an HTTP token or path.
+/// The request: `raw_http` alone or `method`/`path`/`headers` (the method is a token as the
+/// case is read), each path rooted.
 fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
     let req = &spec.request;
     if req.raw_http.is_some() {
@@ -446,18 +447,6 @@ fn validate_request(path: &str, spec: &CaseSpec) -> Result<(), CaseError> {
             path,
             "a `content_encoding` case needs `\"transports\": [\"http\"]` (or `[\"http\", \"sse\"]`)",
         ));
-    }
-    if let Some(m) = &req.method {
-        if m.is_empty()
-            || !m
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(invalid(
-                path,
-                format!("`method` `{m}` is not an HTTP token"),
-            ));
-        }
     }
     if let Some(p) = &req.path {
         // `{{path}}` or `{{path_upper}}` (the target's own path, as it is or in capitals) may

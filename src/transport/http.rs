@@ -114,7 +114,7 @@ pub enum Wire {
     /// A request the client frames: head from these parts, then the body (with its length, or
     /// chunked).
     Request {
-        method: String,
+        method: hyper::Method,
         path: String,
         /// Sent in this order, exactly as given. The caller adds `Host`, lengths and so on.
         headers: Vec<(String, String)>,
@@ -297,7 +297,7 @@ where
                     chunked,
                 } => {
                     writer
-                        .write_all(&head_bytes(&method, &path, &headers))
+                        .write_all(&head_bytes(method.as_str(), &path, &headers))
                         .await?;
                     for chunk in body.chunks() {
                         let n = chunk.len() as u64;

@@ -53,9 +53,10 @@ impl TransportError {
 }
 
 /// How the exchange for the case ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Ending {
     /// An answer (complete, or as much as the caps allowed) arrived.
+    #[default]
     Answered,
     /// Nothing came back before the deadline.
     TimedOut,
@@ -81,12 +82,23 @@ pub struct HttpSeen {
     pub answered_after: Duration,
 }
 
-/// Everything seen for one case on one transport.
+/// Everything seen for one case on one transport: what the runner sent, what came back, and
+/// what the case left behind.
 #[derive(Debug, Clone)]
 pub struct Observation {
     pub transport: crate::case::TransportKind,
+    pub sent: Sent,
+    pub answer: Answer,
+    pub after: After,
+    pub elapsed: Duration,
+}
+
+/// What the runner sent for the case (or why it sent nothing), as it read its own bytes: the
+/// request facts both transports note once and the judge reads.
+#[derive(Debug, Clone, Default)]
+pub struct Sent {
     /// The id of the case's request, when its body is a JSON object with one.
-    pub request_id: Option<Value>,
+    pub id: Option<Value>,
     /// The id a server could detect in the case's body (see [`crate::reading::detectable_id`]):
     /// an error may echo it instead of null.
     pub detectable_id: Option<crate::reading::DetectedId>,
@@ -94,27 +106,51 @@ pub struct Observation {
     /// [`crate::reading::repaired_id`]).
     pub repaired_id: Option<Value>,
     /// Whether the plain readings of the case's body disagree (see [`crate::reading::ambiguous`]).
-    pub request_ambiguous: bool,
+    pub ambiguous: bool,
     /// Whether the case's request was a request (has an id), not a notification.
     pub expects_response: bool,
     /// Whether the runner could read the case's body as one JSON object (else its id is unknown).
-    pub request_readable: bool,
+    pub readable: bool,
     /// The case's body read as a JSON-RPC batch (a non-empty array), when it is one: what a
     /// lane whose version takes batches answers per member.
     pub batch: Option<BatchSent>,
     /// The JSON-RPC method of the case's message, when its body is an object with one.
-    pub request_method: Option<String>,
+    pub method: Option<String>,
     /// How long the case's body was (lines and bytes), when the runner could hold it: a parser
     /// position within it only points into what the client itself sent.
-    pub request_extent: Option<Extent>,
+    pub extent: Option<Extent>,
     /// The first bytes of the case's body and its whole length, for failure messages (what
     /// was sent, beside what came back).
-    pub request_prefix: Vec<u8>,
-    pub request_len: u64,
+    pub prefix: Vec<u8>,
+    pub len: u64,
     /// stdio: the runner closed the process's input after the case's bytes (`close_input`).
     pub input_closed: bool,
     /// HTTP: the `Accept` header the case's request carried, if any.
-    pub request_accept: Option<String>,
+    pub accept: Option<String>,
+    /// Ids of requests in the case's body that are, in every reading of the body that holds
+    /// them (strict, duplicate names first or last wins, lenient, case-insensitive), a
+    /// `tools/call` of the denied tool: a successful result for one of them means it ran.
+    pub denied_ids: Vec<Value>,
+    /// HTTP, modern lanes: whether the runner sent an `Mcp-Method` header (it mirrors one only
+    /// from a body it can read a method in).
+    pub mcp_method_header: bool,
+    /// The placeholder values the exchange learned from the target and filled in the case's
+    /// request with (`host`, `path`, the negotiated `protocol_version`, `session_id`, the first
+    /// client's mark): the judge reads the case's expectations with the same values.
+    pub learned: Vec<(&'static str, String)>,
+    /// The `_meta` the case's request carried as the runner gave it (a modern lane's, or the
+    /// `{{meta}}` a case wrote), when it carried one: what a gate must forward with it.
+    pub meta: Option<Value>,
+    /// Setup failed (handshake); the case was not sent.
+    pub setup_error: Option<String>,
+    /// What the exchange learned makes the case not apply to this target (a series that needs
+    /// a resource template, on a server that lists none): the trial is shown as not run, why.
+    pub inapplicable: Option<String>,
+}
+
+/// What came back for the case.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
     /// HTTP only.
     pub http: Option<HttpSeen>,
     /// JSON values received for the case: the JSON body, SSE `data` values, stdout lines.
@@ -123,10 +159,27 @@ pub struct Observation {
     /// first bytes of each.
     pub garbage: Vec<Vec<u8>>,
     /// The first bytes of the answer, for failure messages.
-    pub body_prefix: Vec<u8>,
+    pub prefix: Vec<u8>,
     /// All answer text that the leak and canary oracles scan (lossy UTF-8, bounded).
     pub scan_text: String,
     pub ending: Ending,
+    /// HTTP: answers that came after the first on the same connection (a request smuggled
+    /// behind the case's own was served).
+    pub trailing_answers: Vec<TrailingAnswer>,
+    /// A `clients` case: every client's mark and what each of the others saw (the first
+    /// client's answer is this observation's own).
+    pub clients: Option<ClientsSeen>,
+    /// A series case: what the whole series did (its first step's answer is this
+    /// observation's own).
+    pub series: Option<Box<SeriesSeen>>,
+    /// HTTP+SSE (2024-11-05): the session's stream and the POST of the case.
+    pub sse: Option<SseSeen>,
+}
+
+/// What the case left behind: whether the target still answers, what reached the witness, and
+/// what the target's process and side channel showed.
+#[derive(Debug, Clone, Default)]
+pub struct After {
     /// `Some(true)`: a ping after the case answered. `None`: not probed.
     pub alive: Option<bool>,
     /// What the alive probe saw when it failed.
@@ -141,43 +194,12 @@ pub struct Observation {
     pub exited: Option<String>,
     /// stdio: the tail of stderr (only informative, MCP-STDIO-04).
     pub stderr_tail: Vec<u8>,
-    /// Setup failed (handshake); the case was not sent.
-    pub setup_error: Option<String>,
-    pub elapsed: Duration,
-    /// Ids of requests in the case's body that are, in every reading of the body that holds
-    /// them (strict, duplicate names first or last wins, lenient, case-insensitive), a
-    /// `tools/call` of the denied tool: a successful result for one of them means it ran.
-    pub denied_ids: Vec<Value>,
-    /// HTTP, modern lanes: whether the runner sent an `Mcp-Method` header (it mirrors one only
-    /// from a body it can read a method in).
-    pub sent_mcp_method: bool,
-    /// HTTP: answers that came after the first on the same connection (a request smuggled
-    /// behind the case's own was served).
-    pub trailing_answers: Vec<TrailingAnswer>,
     /// stdio: how much the server process's peak resident memory (VmHWM) grew from just before
     /// the case's bytes to the end of the case, in KiB, when /proc tells.
     pub memory_growth_kib: Option<u64>,
     /// What the target appended to `--canary-log` during the case (the denied tool's side
     /// channel), when a log is watched.
     pub canary_log: Option<String>,
-    /// A `clients` case: every client's mark and what each of the others saw (the first
-    /// client's answer is this observation's own).
-    pub clients: Option<ClientsSeen>,
-    /// The placeholder values the exchange learned from the target and filled in the case's
-    /// request with (`host`, `path`, the negotiated `protocol_version`, `session_id`, the first
-    /// client's mark): the judge reads the case's expectations with the same values.
-    pub learned: Vec<(&'static str, String)>,
-    /// The `_meta` the case's request carried as the runner gave it (a modern lane's, or the
-    /// `{{meta}}` a case wrote), when it carried one: what a gate must forward with it.
-    pub meta_sent: Option<Value>,
-    /// A series case: what the whole series did (its first step's answer is this
-    /// observation's own).
-    pub series: Option<Box<SeriesSeen>>,
-    /// What the exchange learned makes the case not apply to this target (a series that needs
-    /// a resource template, on a server that lists none): the trial is shown as not run, why.
-    pub inapplicable: Option<String>,
-    /// HTTP+SSE (2024-11-05): the session's stream and the POST of the case.
-    pub sse: Option<SseSeen>,
 }
 
 /// A case's body that is a non-empty JSON array: its members as JSON-RPC 2.0 section 6 counts
@@ -338,7 +360,7 @@ impl BaselineSeen {
                 .map(|(b, a)| a.cpu_ms.saturating_sub(b.cpu_ms)),
             answer: first.map(|k| k.key.clone()).unwrap_or_default(),
             bytes: first
-                .and_then(|k| k.observation.request_extent)
+                .and_then(|k| k.observation.sent.extent)
                 .map(|e| e.bytes as u64),
             elapsed: seen.elapsed,
         }
@@ -380,7 +402,6 @@ pub struct ClientAnswer {
     pub text: String,
 }
 
-/// A further HTTP response read on a connection after the first one.
 /// The size of a body the runner sent: its lines (a body without a newline is one line) and bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
@@ -397,6 +418,7 @@ impl Extent {
     }
 }
 
+/// A further HTTP response read on a connection after the first one.
 #[derive(Debug, Clone, Default)]
 pub struct TrailingAnswer {
     pub status: u16,
@@ -408,50 +430,16 @@ impl Observation {
     pub fn new(transport: crate::case::TransportKind) -> Observation {
         Observation {
             transport,
-            request_id: None,
-            detectable_id: None,
-            repaired_id: None,
-            request_ambiguous: false,
-            expects_response: false,
-            request_readable: false,
-            batch: None,
-            request_method: None,
-            request_extent: None,
-            request_prefix: Vec::new(),
-            request_len: 0,
-            input_closed: false,
-            request_accept: None,
-            http: None,
-            messages: Vec::new(),
-            garbage: Vec::new(),
-            body_prefix: Vec::new(),
-            scan_text: String::new(),
-            ending: Ending::Answered,
-            alive: None,
-            alive_detail: None,
-            target_down: None,
-            witness: None,
-            exited: None,
-            stderr_tail: Vec::new(),
-            setup_error: None,
+            sent: Sent::default(),
+            answer: Answer::default(),
+            after: After::default(),
             elapsed: Duration::ZERO,
-            denied_ids: Vec::new(),
-            sent_mcp_method: false,
-            trailing_answers: Vec::new(),
-            canary_log: None,
-            memory_growth_kib: None,
-            clients: None,
-            learned: Vec::new(),
-            meta_sent: None,
-            series: None,
-            inapplicable: None,
-            sse: None,
         }
     }
 
     /// The trial found its target gone before it could send the case, or with it: unreachable,
     /// or unable to open a session.
     pub(crate) fn found_gone(&self) -> bool {
-        matches!(self.ending, Ending::Unreachable(_)) || self.setup_error.is_some()
+        matches!(self.answer.ending, Ending::Unreachable(_)) || self.sent.setup_error.is_some()
     }
 }

@@ -104,7 +104,7 @@ impl Judge<'_> {
             && wants_refusal
             && observed == Observed::Outcome(Outcome::Accept)
             && matches!(
-                self.obs.request_method.as_deref(),
+                self.obs.sent.method.as_deref(),
                 Some("resources/read" | "prompts/get")
             )
             && !self.resp.is_empty()
@@ -125,8 +125,8 @@ impl Judge<'_> {
     pub(super) fn binding_refusal(&mut self) -> bool {
         let obs = self.obs;
         let binding_refusal = self.ctx.version.is_modern()
-            && obs.http.as_ref().is_some_and(|h| h.status == 400)
-            && !obs.sent_mcp_method
+            && obs.answer.http.as_ref().is_some_and(|h| h.status == 400)
+            && !obs.sent.mcp_method_header
             && self.first_error_code == Some(crate::versions::HEADER_MISMATCH);
         if binding_refusal {
             self.add(
@@ -148,8 +148,9 @@ impl Judge<'_> {
         let session_refusal = !self.strict
             && self.case.spec.session == crate::case::SessionMode::None
             && *observed == Observed::Outcome(Outcome::Reject)
-            && obs.request_method.as_deref() != Some("initialize")
+            && obs.sent.method.as_deref() != Some("initialize")
             && obs
+                .answer
                 .http
                 .as_ref()
                 .is_some_and(|h| matches!(h.status, 400 | 404))
@@ -185,7 +186,7 @@ impl Judge<'_> {
         let denied_call_results = self.resp.iter().all(|r| {
             is_error_result(r)
                 && r.get("id")
-                    .is_some_and(|id| self.obs.denied_ids.contains(id))
+                    .is_some_and(|id| self.obs.sent.denied_ids.contains(id))
         });
         let hint = if *observed == Observed::Outcome(Outcome::Accept)
             && !self.resp.is_empty()
@@ -205,9 +206,11 @@ impl Judge<'_> {
     /// The HTTP status is one the case accepts (not judged after a binding refusal). Judged
     /// fail-closed, a refusal may also come as any 4xx, or as a 2xx carrying a JSON-RPC error.
     pub(super) fn http_status(&mut self, observed: &Observed, binding_refusal: bool) {
-        if let (Some(want), Some(h), false) =
-            (&self.expect.http_status, &self.obs.http, binding_refusal)
-        {
+        if let (Some(want), Some(h), false) = (
+            &self.expect.http_status,
+            &self.obs.answer.http,
+            binding_refusal,
+        ) {
             let any_refusal = self.fail_closed
                 && *observed == Observed::Outcome(Outcome::Reject)
                 && ((400..500).contains(&h.status)
@@ -225,7 +228,7 @@ impl Judge<'_> {
 
     /// The `WWW-Authenticate: Bearer` challenge the case expects.
     pub(super) fn challenge(&mut self) {
-        if let (Some(want), Some(h)) = (&self.expect.challenge, &self.obs.http) {
+        if let (Some(want), Some(h)) = (&self.expect.challenge, &self.obs.answer.http) {
             if let Some(problem) = challenge_problem(want, &h.headers) {
                 self.add(Check::Challenge, self.level_status, problem);
             }
@@ -286,6 +289,7 @@ impl Judge<'_> {
         };
         let detectable = self
             .obs
+            .sent
             .detectable_id
             .as_ref()
             .filter(|_| !self.strict && *observed == Observed::Outcome(Outcome::Reject));
@@ -298,6 +302,7 @@ impl Judge<'_> {
         // error with a null id is preferred).
         let repaired = self
             .obs
+            .sent
             .repaired_id
             .as_ref()
             .filter(|_| self.fail_closed && refused);
@@ -314,11 +319,12 @@ impl Judge<'_> {
         // body at all is the outcome's or the error code's finding; the id is a warning (a
         // parse error with a null id is preferred), never a second failure of the same cause.
         let lenient = obs
+            .sent
             .detectable_id
             .as_ref()
             .map(|d| &d.id)
-            .or(obs.repaired_id.as_ref())
-            .filter(|_| obs.request_id.is_none());
+            .or(obs.sent.repaired_id.as_ref())
+            .filter(|_| obs.sent.id.is_none());
         // Held to an error table or `--strict`, a body that is not JSON is a parse error with a
         // null id: the id rule stands.
         let lenient_ok = lenient.filter(|_| !self.strict);
@@ -332,7 +338,7 @@ impl Judge<'_> {
                 r.get("error").is_some() || result_refusal || (self.fail_closed && refused);
             let echoes_detectable = may_echo
                 && detectable.is_some_and(|d| id == Some(&d.id))
-                && !(rules.as_slice().contains(&IdRule::Echo) && obs.request_id.is_some());
+                && !(rules.as_slice().contains(&IdRule::Echo) && obs.sent.id.is_some());
             let echoes_repaired = may_echo && repaired.is_some_and(|x| id == Some(x));
             repaired_echo |= echoes_detectable && detectable.is_some_and(|d| !d.json);
             lenient_echo |= echoes_repaired;
@@ -341,7 +347,7 @@ impl Judge<'_> {
                 || rules.as_slice().iter().any(|rule| match rule {
                     // The same number written otherwise (-0.0 as 0) is the request's id; the shape
                     // check warns of the spelling.
-                    IdRule::Echo => obs.request_id.as_ref().is_some_and(|sent| {
+                    IdRule::Echo => obs.sent.id.as_ref().is_some_and(|sent| {
                         id == Some(sent) || id.is_some_and(|id| super::shape::same_number(id, sent))
                     }),
                     IdRule::Null => id == Some(&Value::Null),
@@ -353,7 +359,7 @@ impl Judge<'_> {
                 let message = format!(
                     "expected the response id to be {} (request id {}); observed {}",
                     names.join(" or "),
-                    match (&obs.request_id, lenient) {
+                    match (&obs.sent.id, lenient) {
                         (Some(sent), _) => sent.to_string(),
                         (None, Some(l)) => format!("unreadable as sent, {l} to a lenient reader"),
                         (None, None) => "none".into(),
@@ -500,7 +506,7 @@ impl Judge<'_> {
     /// (outcome, status, code, id) is a warning. Silence, a parse error, another id: judged as
     /// always. A gate must still refuse such bytes, and `--strict` holds a server to the refusal.
     pub(super) fn repair_leniency(&mut self, observed: &Observed) {
-        let Some(found) = self.obs.detectable_id.as_ref().filter(|d| !d.json) else {
+        let Some(found) = self.obs.sent.detectable_id.as_ref().filter(|d| !d.json) else {
             return;
         };
         if self.strict || self.ctx.profile != Profile::Server || self.resp.is_empty() {

@@ -23,13 +23,13 @@ impl Judge<'_> {
     /// request (smuggled where the two lengths disagree, pipelined where they agree: the
     /// connection had to be closed either way).
     pub(super) fn framing(&mut self) {
-        if let Some(t) = self.obs.trailing_answers.first() {
+        if let Some(t) = self.obs.answer.trailing_answers.first() {
             self.add(
                 Check::Framing,
                 Status::Fail,
                 format!(
                     "the connection was kept after the answer to a request with both Content-Length and Transfer-Encoding (RFC 9112 6.1: close it after responding), and {} more answer(s) came on it, the first of them HTTP {}: the bytes behind the request were served as a request of their own",
-                    self.obs.trailing_answers.len(),
+                    self.obs.answer.trailing_answers.len(),
                     t.status
                 ),
             );
@@ -41,17 +41,17 @@ impl Judge<'_> {
 /// in the witness's record, growth of the side-channel log, a successful result for a request
 /// every reading takes as its call, or a result for a request smuggled behind another.
 fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<String> {
-    let in_witness = obs.witness.as_ref().is_some_and(|evs| {
+    let in_witness = obs.after.witness.as_ref().is_some_and(|evs| {
         evs.iter()
             .any(|e| matches!(e, Event::Tool { canary: true, .. }))
     });
     if in_witness {
         return Some("the witness recorded its call".into());
     }
-    if !ctx.canary_text.is_empty() && obs.scan_text.contains(&ctx.canary_text) {
+    if !ctx.canary_text.is_empty() && obs.answer.scan_text.contains(&ctx.canary_text) {
         return Some(format!("the answer holds {}", ctx.canary_text));
     }
-    if let Some(log) = obs.canary_log.as_deref().filter(|l| !l.is_empty()) {
+    if let Some(log) = obs.after.canary_log.as_deref().filter(|l| !l.is_empty()) {
         return Some(format!(
             "the side-channel log grew: {}",
             show_bytes(log.as_bytes(), 120)
@@ -62,7 +62,8 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
     let denied = ctx.placeholders.get("denied_tool").unwrap_or_default();
     let ran = |r: &Value| {
         is_success(r)
-            && r.get("id").is_some_and(|id| obs.denied_ids.contains(id))
+            && r.get("id")
+                .is_some_and(|id| obs.sent.denied_ids.contains(id))
             && (denied.is_empty() || !super::answer::says_unknown_tool(r, denied))
     };
     if let Some(r) = resp.iter().find(|r| ran(r)) {
@@ -71,7 +72,7 @@ fn canary_evidence(obs: &Observation, ctx: &Context, resp: &[&Value]) -> Option<
             r.get("id").map_or(String::new(), Value::to_string)
         ));
     }
-    for t in &obs.trailing_answers {
+    for t in &obs.answer.trailing_answers {
         if let Some(r) = t
             .messages
             .iter()

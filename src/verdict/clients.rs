@@ -21,10 +21,10 @@ struct Seen<'a> {
 fn views<'a>(obs: &'a Observation, others: &'a [crate::transport::ClientAnswer]) -> Vec<Seen<'a>> {
     let mut out = vec![Seen {
         client: 1,
-        text: &obs.scan_text,
-        shown: &obs.body_prefix,
-        messages: &obs.messages,
-        ending: &obs.ending,
+        text: &obs.answer.scan_text,
+        shown: &obs.answer.prefix,
+        messages: &obs.answer.messages,
+        ending: &obs.answer.ending,
     }];
     out.extend(
         others
@@ -95,7 +95,7 @@ impl Judge<'_> {
     /// Each client's answer holds no other client's mark; each got an answer; a result carries
     /// the client's own mark wherever the first client's result shows the tool echoes it.
     pub(super) fn crossed(&mut self) {
-        let Some(seen) = &self.obs.clients else {
+        let Some(seen) = &self.obs.answer.clients else {
             return;
         };
         let n = seen.marks.len();
@@ -186,20 +186,20 @@ mod tests {
             source: Source::Embedded,
         };
         let mut obs = Observation::new(TransportKind::Http);
-        obs.http = Some(HttpSeen {
+        obs.answer.http = Some(HttpSeen {
             status: 200,
             content_type: Some("application/json".into()),
             body_len: 10,
             ..HttpSeen::default()
         });
         let m = echo(first);
-        obs.scan_text = m.to_string();
-        obs.body_prefix = m.to_string().into_bytes();
-        obs.messages = vec![m];
-        obs.request_readable = true;
-        obs.request_id = Some(json!(1));
-        obs.expects_response = true;
-        obs.clients = Some(ClientsSeen {
+        obs.answer.scan_text = m.to_string();
+        obs.answer.prefix = m.to_string().into_bytes();
+        obs.answer.messages = vec![m];
+        obs.sent.readable = true;
+        obs.sent.id = Some(json!(1));
+        obs.sent.expects_response = true;
+        obs.answer.clients = Some(ClientsSeen {
             marks: vec![
                 "mark-1-of-3".into(),
                 "mark-2-of-3".into(),

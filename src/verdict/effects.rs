@@ -8,10 +8,10 @@ impl Judge<'_> {
     /// The endpoint is alive after the case, unless the case lets it end.
     pub(super) fn alive(&mut self) {
         // Probed only where the case needs the endpoint alive (`Judging::observe`).
-        if self.obs.alive == Some(false) {
+        if self.obs.after.alive == Some(false) {
             let message = format!(
                 "the endpoint is not alive after the case: {}",
-                self.obs.alive_detail.clone().unwrap_or_default()
+                self.obs.after.alive_detail.clone().unwrap_or_default()
             );
             self.add(Check::Alive, self.level_status.max(Status::Fail), message);
         }
@@ -24,7 +24,7 @@ impl Judge<'_> {
         if self.expect.endpoint_same_origin != Some(true) {
             return false;
         }
-        let Some(sse) = self.obs.sse.as_ref() else {
+        let Some(sse) = self.obs.answer.sse.as_ref() else {
             return false;
         };
         // The query holds the session's id, new on every run: the report shows what precedes it.
@@ -52,7 +52,7 @@ impl Judge<'_> {
     /// none of their answers queues them without bound (MCP-SSE-05); one that refused one, left
     /// one waiting or ended the session bounds it. A case whose time ran out first is not judged.
     pub(super) fn unread_queue(&mut self) {
-        let Some(u) = self.obs.sse.as_ref().and_then(|s| s.unread.as_ref()) else {
+        let Some(u) = self.obs.answer.sse.as_ref().and_then(|s| s.unread.as_ref()) else {
             return;
         };
         let kib = u.bytes / 1024;
@@ -98,10 +98,11 @@ impl Judge<'_> {
         const MIB: f64 = 1024.0 * 1024.0;
         let obs = self.obs;
         // Over HTTP+SSE an accepted POST is not the answer, but it is what the body cost.
-        let post = obs
-            .http
+        let post = obs.answer.http.as_ref().or(obs
+            .answer
+            .sse
             .as_ref()
-            .or(obs.sse.as_ref().and_then(|s| s.post.as_ref()));
+            .and_then(|s| s.post.as_ref()));
         if let (Some(max), Some(h)) = (self.expect.max_body_sent, post) {
             if h.body_sent > max {
                 self.add(
@@ -117,7 +118,7 @@ impl Judge<'_> {
             }
         }
         if let Some(max) = self.expect.max_memory_growth_kib {
-            match obs.memory_growth_kib {
+            match obs.after.memory_growth_kib {
                 Some(grew) if grew > max => self.add(
                     Check::Resources,
                     self.level_status,

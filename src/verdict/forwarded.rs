@@ -22,7 +22,7 @@ impl Judge<'_> {
                 })
             })
             .flatten();
-        if let (Profile::Gate, Some(events)) = (ctx.profile, &self.obs.witness) {
+        if let (Profile::Gate, Some(events)) = (ctx.profile, &self.obs.after.witness) {
             let resolved = self.resolved_ambiguity(events);
             let (problems, reached) = forwarding_problems(
                 self.case,
@@ -33,7 +33,7 @@ impl Judge<'_> {
                 ctx,
                 resolved,
             );
-            if let Some(seen) = &self.obs.series {
+            if let Some(seen) = &self.obs.answer.series {
                 self.add(
                     Check::Forwarded,
                     Status::Pass,
@@ -62,7 +62,7 @@ impl Judge<'_> {
             .iter()
             .any(|f| f.check == Check::Canary && f.status == Status::Fail);
         self.fail_closed
-            && self.obs.request_ambiguous
+            && self.obs.sent.ambiguous
             && !canary_ran
             && events.iter().all(|e| match e {
                 Event::Message { raw, raw_len, .. } => {
@@ -111,8 +111,8 @@ impl Judge<'_> {
         };
         let harmless = |j: &Self| j.harmless();
         let unreadable = self.obs.transport == crate::case::TransportKind::Stdio
-            && !self.obs.request_readable
-            && self.obs.batch.is_none();
+            && !self.obs.sent.readable
+            && self.obs.sent.batch.is_none();
         if unreadable
             && *observed == Observed::Outcome(Outcome::Silent)
             && !failed(self, Check::Forwarded)
@@ -139,7 +139,7 @@ impl Judge<'_> {
     /// The tool name of what a gate forwarded, when every client call that reached the witness
     /// named a tool that is neither the denied nor the allowed one, and no tool ran there.
     fn refused_look_alike(&self) -> Option<String> {
-        let events = self.obs.witness.as_ref()?;
+        let events = self.obs.after.witness.as_ref()?;
         if events.iter().any(|e| matches!(e, Event::Tool { .. })) {
             return None;
         }
@@ -204,6 +204,7 @@ impl Judge<'_> {
         }
         let relayed: Vec<String> = self
             .obs
+            .answer
             .messages
             .iter()
             .filter(|m| m.get("id").is_some())
@@ -260,7 +261,7 @@ fn forwarding_problems(
             let method = value
                 .as_ref()
                 .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
-            let asked = |m: &str| obs.request_method.as_deref() == Some(m);
+            let asked = |m: &str| obs.sent.method.as_deref() == Some(m);
             // A gate's own traffic to its downstream: its handshake, the lists it asks for to
             // learn the tools, resources and prompts (at start-up, or before routing a call by
             // name), and the cancellation of the case's own request when its deadline passed
@@ -277,7 +278,7 @@ fn forwarding_problems(
                     let names_case = value
                         .as_ref()
                         .and_then(|v| v.pointer("/params/requestId"))
-                        .is_some_and(|r| Some(r) == obs.request_id.as_ref());
+                        .is_some_and(|r| Some(r) == obs.sent.id.as_ref());
                     asked("notifications/cancelled") || !names_case
                 }
                 _ => true,
@@ -290,7 +291,7 @@ fn forwarding_problems(
         Some(f) => f.must(),
         None => default_forwarded.or(expect.forwarded_json.as_ref().map(|_| true)),
     };
-    let once = obs.series.as_ref().map_or(1, |s| s.sent as usize);
+    let once = obs.answer.series.as_ref().map_or(1, |s| s.sent as usize);
     let either = matches!(expect.forwarded, Some(Forwarding::Either(_)));
     let reached = forwarded.len();
     match want {
@@ -382,7 +383,7 @@ fn forwarding_problems(
                     let mut expected = ctx.placeholders.apply_json_value(expected);
                     // The request's `_meta` as the runner sent it (a modern lane's, or written
                     // as `{{meta}}` by the case) is part of what the gate must forward.
-                    if let Some(meta) = &obs.meta_sent {
+                    if let Some(meta) = &obs.sent.meta {
                         crate::versions::add_meta_value(&mut expected, meta);
                     }
                     // The caller's identity arguments are the gate's to keep or drop.

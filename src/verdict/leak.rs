@@ -215,11 +215,11 @@ impl super::Judge<'_> {
                 leak_text.push('\n');
             }
         }
-        for g in &obs.garbage {
+        for g in &obs.answer.garbage {
             leak_text.push_str(&String::from_utf8_lossy(g));
             leak_text.push('\n');
         }
-        if let Some(h) = &obs.http {
+        if let Some(h) = &obs.answer.http {
             for (k, v) in &h.headers {
                 leak_text.push_str(&format!("{k}: {v}\n"));
             }
@@ -227,7 +227,7 @@ impl super::Judge<'_> {
         if self.expect.leak == Some(true) {
             return;
         }
-        let hits = find_leaks(&leak_text, &self.ctx.secrets, obs.request_extent);
+        let hits = find_leaks(&leak_text, &self.ctx.secrets, obs.sent.extent);
         let (gate, strict) = (self.ctx.profile == crate::case::Profile::Gate, self.strict);
         let status_of = move |w: Weight| match w {
             Weight::Exposure => super::Status::Fail,

@@ -193,12 +193,12 @@ impl Verdict {
             };
             out.push_str(&format!("  {tag} [{}] {}\n", f.check.as_str(), f.message));
         }
-        if obs.request_len > 0 {
-            let mut sent = show_bytes(&obs.request_prefix, obs.request_prefix.len());
-            if obs.request_len > obs.request_prefix.len() as u64 {
+        if obs.sent.len > 0 {
+            let mut sent = show_bytes(&obs.sent.prefix, obs.sent.prefix.len());
+            if obs.sent.len > obs.sent.prefix.len() as u64 {
                 sent.push('…');
             }
-            out.push_str(&format!("  sent ({} bytes): {sent}\n", obs.request_len));
+            out.push_str(&format!("  sent ({} bytes): {sent}\n", obs.sent.len));
         }
         out.push_str(&format!("  observed: {}", self.observed));
         if let Some(s) = self.http_status {
@@ -207,10 +207,10 @@ impl Verdict {
         if let Some(c) = self.error_code {
             out.push_str(&format!(", error code {c}"));
         }
-        if !obs.body_prefix.is_empty() {
+        if !obs.answer.prefix.is_empty() {
             out.push_str(&format!(
                 "\n  answer begins: {}",
-                show_bytes(&obs.body_prefix, 200)
+                show_bytes(&obs.answer.prefix, 200)
             ));
         }
         out.push('\n');
@@ -239,7 +239,7 @@ pub struct Context {
     /// The gate's error codes in force.
     pub codes: CodeTable,
     /// The method of the case's request (GET streams count as accepted).
-    pub method: String,
+    pub method: hyper::Method,
     /// Placeholder values, for expectations that name the tools (`forwarded_json`).
     pub placeholders: crate::case::Placeholders,
     /// The protocol version the case spoke.
@@ -291,6 +291,7 @@ fn is_success(r: &Value) -> bool {
 /// malformed response.
 fn responses(obs: &Observation) -> Vec<&Value> {
     let auth_refusal = obs
+        .answer
         .http
         .as_ref()
         .is_some_and(|h| h.status == 401 || h.status == 403);
@@ -298,7 +299,7 @@ fn responses(obs: &Observation) -> Vec<&Value> {
         auth_refusal && v.get("jsonrpc").is_none() && v.get("error").is_some_and(Value::is_string)
     };
     let mut out = Vec::new();
-    for m in &obs.messages {
+    for m in &obs.answer.messages {
         match m {
             Value::Array(items) => out.extend(items.iter().filter(|v| is_response(v))),
             v if is_response(v) && !oauth_document(v) => out.push(v),
@@ -322,23 +323,23 @@ pub(crate) fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Obse
             .as_ref()
             .is_some_and(|set| set.as_slice().contains(&o))
     };
-    match &obs.ending {
+    match &obs.answer.ending {
         // A stdio server whose input was closed, that said nothing and lingers instead of
         // exiting, was silent: where the case lets it end, it may as well stay.
         Ending::TimedOut
-            if obs.input_closed && expect.alive == Some(false) && listed(Outcome::Silent) =>
+            if obs.sent.input_closed && expect.alive == Some(false) && listed(Outcome::Silent) =>
         {
             return Observed::Outcome(Outcome::Silent)
         }
         Ending::TimedOut => return Observed::NoAnswer("nothing before the deadline".into()),
         Ending::Closed
-            if obs.http.is_none()
+            if obs.answer.http.is_none()
                 && matches!(ctx.transport, TransportKind::Http | TransportKind::Sse)
                 && listed(Outcome::Closed) =>
         {
             return Observed::Outcome(Outcome::Closed)
         }
-        Ending::Closed if expect.alive == Some(false) && obs.http.is_none() => {
+        Ending::Closed if expect.alive == Some(false) && obs.answer.http.is_none() => {
             return Observed::Outcome(Outcome::Silent)
         }
         Ending::Closed => return Observed::NoAnswer("closed without answering".into()),
@@ -349,13 +350,14 @@ pub(crate) fn observe(obs: &Observation, ctx: &Context, expect: &Expect) -> Obse
     if resp.iter().any(|r| r.get("result").is_some()) {
         return Observed::Outcome(Outcome::Accept);
     }
-    match &obs.http {
+    match &obs.answer.http {
         Some(h) if (200..300).contains(&h.status) => {
             if !resp.is_empty() {
                 Observed::Outcome(Outcome::Reject)
             } else if h.status == 202 && h.body_len == 0 {
                 Observed::Outcome(Outcome::Silent)
-            } else if ctx.method == "GET" && h.content_type.as_deref() == Some("text/event-stream")
+            } else if ctx.method == hyper::Method::GET
+                && h.content_type.as_deref() == Some("text/event-stream")
             {
                 Observed::Outcome(Outcome::Accept)
             } else if h.timed_out {
@@ -393,7 +395,7 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
     // The case's expectations read with the values the exchange filled its request in with.
     let mut learned = ctx.clone();
-    for (name, value) in &obs.learned {
+    for (name, value) in &obs.sent.learned {
         learned.placeholders.set(name, value.clone());
     }
     let ctx = &learned;
@@ -415,13 +417,13 @@ pub fn judge(case: &Case, obs: &Observation, ctx: &Context) -> Verdict {
             verdict.status = verdict.status.max(Status::Warn);
         }
     }
-    if let Some(seen) = &obs.series {
+    if let Some(seen) = &obs.answer.series {
         judge_steps(case, seen, ctx, &mut verdict);
     }
     // The target this case left gone fails it, whatever the case lets the endpoint do. A case
     // that could not be sent did not leave it so: it found it gone (often the runner's own
     // restart, for a trial beside it), tested nothing, and says so as part of its setup.
-    if let Some(note) = &obs.target_down {
+    if let Some(note) = &obs.after.target_down {
         verdict.findings.push(Finding {
             check: if not_sent(obs).is_some() {
                 Check::Setup
@@ -482,10 +484,10 @@ fn judge_steps(
 /// did not take the connection (or, on stdio, did not start) for its single request. A series'
 /// steps are judged as they went.
 fn not_sent(obs: &Observation) -> Option<String> {
-    if let Some(e) = &obs.setup_error {
+    if let Some(e) = &obs.sent.setup_error {
         return Some(e.clone());
     }
-    match (&obs.ending, &obs.series) {
+    match (&obs.answer.ending, &obs.answer.series) {
         (Ending::Unreachable(e), None) => Some(format!("the target did not take it: {e}")),
         _ => None,
     }
@@ -626,7 +628,7 @@ impl<'a> Judge<'a> {
             status,
             findings: self.findings,
             observed,
-            http_status: self.obs.http.as_ref().map(|h| h.status),
+            http_status: self.obs.answer.http.as_ref().map(|h| h.status),
             error_code: self.first_error_code,
         }
     }
@@ -731,7 +733,7 @@ mod tests {
             transport: TransportKind::Http,
             secrets: Vec::new(),
             codes: CodeTable::LEGACY,
-            method: "POST".into(),
+            method: hyper::Method::POST,
             placeholders: crate::case::Placeholders::default(),
             version,
             canary_text: "CANARY-EXECUTED".into(),
@@ -743,16 +745,16 @@ mod tests {
 
     fn answered(status: u16, messages: Vec<Value>) -> Observation {
         let mut obs = Observation::new(TransportKind::Http);
-        obs.http = Some(HttpSeen {
+        obs.answer.http = Some(HttpSeen {
             status,
             content_type: Some("application/json".into()),
             body_len: 10,
             ..HttpSeen::default()
         });
-        obs.messages = messages;
-        obs.request_readable = true;
-        obs.request_id = Some(json!(1));
-        obs.expects_response = true;
+        obs.answer.messages = messages;
+        obs.sent.readable = true;
+        obs.sent.id = Some(json!(1));
+        obs.sent.expects_response = true;
         obs
     }
 
@@ -819,9 +821,9 @@ mod tests {
         let ok = |id: Value| json!({"jsonrpc": "2.0", "id": id, "result": {}});
         let judged = |version: Version, messages: Vec<Value>| {
             let mut obs = answered(200, messages);
-            obs.request_readable = false;
-            obs.request_id = None;
-            obs.batch = crate::transport::BatchSent::of(&sent);
+            obs.sent.readable = false;
+            obs.sent.id = None;
+            obs.sent.batch = crate::transport::BatchSent::of(&sent);
             judge(&c, &obs, &ctx(version, DenyStyle::Error))
         };
         let old = Version::new(2025, 3, 26);
@@ -856,7 +858,7 @@ mod tests {
         // A batch of notifications gets nothing, not an array.
         let notes = json!([{"jsonrpc": "2.0", "method": "notifications/cancelled"}]);
         let mut obs = answered(200, vec![json!([])]);
-        obs.batch = crate::transport::BatchSent::of(&notes);
+        obs.sent.batch = crate::transport::BatchSent::of(&notes);
         let v = judge(&c, &obs, &ctx(old, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"shape"), "{v:?}");
         assert_eq!(
@@ -880,7 +882,7 @@ mod tests {
             "expect": {"outcome": "accept", "id": "echo"}}"#,
         );
         let mut obs = answered(200, vec![json!({"jsonrpc": "2.0", "id": 0, "result": {}})]);
-        obs.request_id = Some(json!(-0.0));
+        obs.sent.id = Some(json!(-0.0));
         let mut strict = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let v = judge(
             &c,
@@ -892,7 +894,7 @@ mod tests {
         strict.strict = true;
         assert_eq!(judge(&c, &obs, &strict).status, Status::Fail);
         // Another number is another id.
-        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
+        obs.answer.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
         let v = judge(
             &c,
             &obs,
@@ -910,7 +912,7 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}]}}),
             ],
         );
-        obs.denied_ids = vec![json!(1)];
+        obs.sent.denied_ids = vec![json!(1)];
         let v = judge(
             &c,
             &obs,
@@ -923,14 +925,14 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}})],
         );
-        refused.denied_ids = vec![json!(1)];
+        refused.sent.denied_ids = vec![json!(1)];
         let v = judge(
             &c,
             &refused,
             &ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error),
         );
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
-        obs.denied_ids.clear();
+        obs.sent.denied_ids.clear();
         let v = judge(
             &c,
             &obs,
@@ -948,7 +950,7 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "denied by policy"}], "isError": true}}),
             ],
         );
-        obs.denied_ids = vec![json!(1)];
+        obs.sent.denied_ids = vec![json!(1)];
         let v = judge(
             &c,
             &obs,
@@ -968,7 +970,7 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
         );
-        ran.denied_ids = vec![json!(1)];
+        ran.sent.denied_ids = vec![json!(1)];
         let v = judge(
             &c,
             &ran,
@@ -1013,7 +1015,7 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "Error: Unknown tool: delete_everything"}], "isError": false}}),
             ],
         );
-        unflagged.denied_ids = vec![json!(1)];
+        unflagged.sent.denied_ids = vec![json!(1)];
         let v = judge(&c, &unflagged, &context);
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
         // A plain success still counts as a run.
@@ -1023,7 +1025,7 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "deleted"}]}}),
             ],
         );
-        ran.denied_ids = vec![json!(1)];
+        ran.sent.denied_ids = vec![json!(1)];
         let v = judge(&c, &ran, &context);
         assert!(checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
     }
@@ -1065,13 +1067,13 @@ mod tests {
         let mut context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         context.transport = TransportKind::Stdio;
         let mut obs = Observation::new(TransportKind::Stdio);
-        obs.ending = Ending::TimedOut;
-        obs.input_closed = true;
+        obs.answer.ending = Ending::TimedOut;
+        obs.sent.input_closed = true;
         let v = judge(&c, &obs, &context);
         assert_eq!(v.observed, Observed::Outcome(Outcome::Silent), "{v:?}");
         assert_eq!(v.status, Status::Pass, "{v:?}");
         // Input still open, the same silence is no answer.
-        obs.input_closed = false;
+        obs.sent.input_closed = false;
         let v = judge(&c, &obs, &context);
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
@@ -1085,8 +1087,8 @@ mod tests {
         );
         let context = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let mut obs = Observation::new(TransportKind::Http);
-        obs.setup_error = Some("i/o error: Connection reset by peer".into());
-        obs.target_down = Some(
+        obs.sent.setup_error = Some("i/o error: Connection reset by peer".into());
+        obs.after.target_down = Some(
             "the target was not accepting connections when this case began (it was restarted)"
                 .into(),
         );
@@ -1100,8 +1102,8 @@ mod tests {
             .collect();
         assert_eq!(unpassed, vec![Check::Setup, Check::Setup], "{v:?}");
         // So does one whose connection the target did not take.
-        obs.setup_error = None;
-        obs.ending = Ending::Unreachable("Connection refused (os error 111)".into());
+        obs.sent.setup_error = None;
+        obs.answer.ending = Ending::Unreachable("Connection refused (os error 111)".into());
         let v = judge(&c, &obs, &context);
         assert!(
             v.findings
@@ -1110,7 +1112,7 @@ mod tests {
             "{v:?}"
         );
         // A case that was sent and left it gone fails on it.
-        obs.ending = Ending::Closed;
+        obs.answer.ending = Ending::Closed;
         let v = judge(&c, &obs, &context);
         assert!(v
             .findings
@@ -1131,9 +1133,9 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Unknown tool"}}),
             ],
         );
-        obs.request_id = None;
-        obs.request_readable = false;
-        obs.repaired_id = Some(json!(1));
+        obs.sent.id = None;
+        obs.sent.readable = false;
+        obs.sent.repaired_id = Some(json!(1));
         let v = judge(
             &c,
             &obs,
@@ -1142,7 +1144,7 @@ mod tests {
         assert_eq!(checks(&v, Status::Fail), ["error_code"], "{v:?}");
         assert!(checks(&v, Status::Warn).contains(&"id"), "{v:?}");
         // Another id than the one a lenient reader sees still fails, saying what it saw.
-        obs.messages = vec![
+        obs.answer.messages = vec![
             json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": "Unknown tool"}}),
         ];
         let v = judge(
@@ -1173,9 +1175,9 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "a\u{fffd}b"}]}}),
             ],
         );
-        obs.request_readable = false;
-        obs.request_id = None;
-        obs.detectable_id = Some(crate::reading::DetectedId {
+        obs.sent.readable = false;
+        obs.sent.id = None;
+        obs.sent.detectable_id = Some(crate::reading::DetectedId {
             id: json!(1),
             json: false,
         });
@@ -1197,12 +1199,12 @@ mod tests {
         let gate = gate_ctx(false, DenyStyle::Error);
         assert_eq!(judge(&c, &obs, &gate).status, Status::Fail);
         // A tool that ran where it should not stays a failure.
-        obs.messages = vec![
+        obs.answer.messages = vec![
             json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "CANARY-EXECUTED"}]}}),
         ];
-        obs.scan_text = obs.messages[0].to_string();
+        obs.answer.scan_text = obs.answer.messages[0].to_string();
         assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
-        obs.scan_text = String::new();
+        obs.answer.scan_text = String::new();
         // A parse error (here with a 500) refused the bytes: judged as always; so is an answer
         // with another id than the one found only by repairing the body.
         let refused = answered(
@@ -1211,23 +1213,21 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}}),
             ],
         );
-        let refused = Observation {
-            detectable_id: obs.detectable_id.clone(),
-            request_readable: false,
-            request_id: None,
-            ..refused
-        };
+        let mut refused = refused;
+        refused.sent.detectable_id = obs.sent.detectable_id.clone();
+        refused.sent.readable = false;
+        refused.sent.id = None;
         let v = judge(&c, &refused, &server);
         assert_eq!(v.status, Status::Fail, "{v:?}");
         assert!(!v
             .findings
             .iter()
             .any(|f| f.message == answer::REPAIRED_UTF8));
-        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 7, "result": {}})];
+        obs.answer.messages = vec![json!({"jsonrpc": "2.0", "id": 7, "result": {}})];
         assert_eq!(judge(&c, &obs, &server).status, Status::Fail);
         // Bytes that are JSON as sent are not a repair.
-        obs.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
-        obs.detectable_id = Some(crate::reading::DetectedId {
+        obs.answer.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {}})];
+        obs.sent.detectable_id = Some(crate::reading::DetectedId {
             id: json!(1),
             json: true,
         });
@@ -1261,7 +1261,7 @@ mod tests {
                     json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32099, "message": "no"}}),
                 ],
             );
-            obs.witness = Some(Vec::new());
+            obs.after.witness = Some(Vec::new());
             obs
         };
         let v = judge(&c, &refusal(), &gate_ctx(false, DenyStyle::Error));
@@ -1274,19 +1274,19 @@ mod tests {
         );
         // Fail-closed still wants a refusal with a sane id, and nothing forwarded.
         let mut other_id = refusal();
-        other_id.messages =
+        other_id.answer.messages =
             vec![json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32099, "message": "no"}})];
         let v = judge(&c, &other_id, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
         let mut server_error = refusal();
-        if let Some(h) = server_error.http.as_mut() {
+        if let Some(h) = server_error.answer.http.as_mut() {
             h.status = 500;
         }
         let v = judge(&c, &server_error, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"http_status"), "{v:?}");
         let mut forwarded = refusal();
         let raw = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}"#;
-        forwarded.witness = Some(vec![crate::record::Event::Message {
+        forwarded.after.witness = Some(vec![crate::record::Event::Message {
             seq: 1,
             transport: "http".into(),
             raw: raw.into(),
@@ -1296,7 +1296,8 @@ mod tests {
         let v = judge(&c, &forwarded, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"forwarded"), "{v:?}");
         let mut accepted = refusal();
-        accepted.messages = vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})];
+        accepted.answer.messages =
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})];
         let v = judge(&c, &accepted, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
         // What must succeed keeps its rule: a result with a null id is not the request's answer.
@@ -1307,7 +1308,8 @@ mod tests {
             "expect": {"outcome": "accept", "id": "echo"}}"#,
         );
         let mut null_id = refusal();
-        null_id.messages = vec![json!({"jsonrpc": "2.0", "id": null, "result": {"content": []}})];
+        null_id.answer.messages =
+            vec![json!({"jsonrpc": "2.0", "id": null, "result": {"content": []}})];
         let v = judge(&allowed, &null_id, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"id"), "{v:?}");
     }
@@ -1339,8 +1341,8 @@ mod tests {
                     json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}]}}),
                 ],
             );
-            obs.request_ambiguous = true;
-            obs.witness = witnessed(&[forwarded]);
+            obs.sent.ambiguous = true;
+            obs.after.witness = witnessed(&[forwarded]);
             obs
         };
         let v = judge(&c, &resolved(echo), &gate_ctx(false, DenyStyle::Error));
@@ -1354,12 +1356,12 @@ mod tests {
         assert!(checks(&v, Status::Fail).contains(&"forwarded"), "{v:?}");
         // So does a body every reader reads alike: nothing was ambiguous to resolve.
         let mut plain = resolved(echo);
-        plain.request_ambiguous = false;
+        plain.sent.ambiguous = false;
         let v = judge(&c, &plain, &gate_ctx(false, DenyStyle::Error));
         assert!(checks(&v, Status::Fail).contains(&"outcome"), "{v:?}");
         // And the denied tool running behind it fails whatever was forwarded.
         let mut ran = resolved(echo);
-        if let Some(events) = ran.witness.as_mut() {
+        if let Some(events) = ran.after.witness.as_mut() {
             events.push(crate::record::Event::Tool {
                 seq: 2,
                 tool: "delete_everything".into(),
@@ -1381,7 +1383,7 @@ mod tests {
                 200,
                 vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
             );
-            obs.witness = witnessed(&[forwarded]);
+            obs.after.witness = witnessed(&[forwarded]);
             obs
         };
         // Python's json.dumps: its own spacing and member order, one strict reading.
@@ -1414,10 +1416,10 @@ mod tests {
         );
         let silent = |transport: TransportKind, forwarded: &[&str]| {
             let mut obs = Observation::new(transport);
-            obs.request_readable = false;
-            obs.expects_response = true;
-            obs.alive = Some(true);
-            obs.witness = witnessed(forwarded);
+            obs.sent.readable = false;
+            obs.sent.expects_response = true;
+            obs.after.alive = Some(true);
+            obs.after.witness = witnessed(forwarded);
             obs
         };
         let stdio_gate = |exact| Context {
@@ -1441,7 +1443,7 @@ mod tests {
         assert_eq!(v.status, Status::Fail, "{v:?}");
         // Dead afterwards: not held either.
         let mut dead = silent(TransportKind::Stdio, &[]);
-        dead.alive = Some(false);
+        dead.after.alive = Some(false);
         let v = judge(&c, &dead, &stdio_gate(false));
         assert_eq!(v.status, Status::Fail, "{v:?}");
     }
@@ -1464,10 +1466,10 @@ mod tests {
                 vec![json!({"jsonrpc": "2.0", "id": 1,
                     "error": {"code": -32602, "message": "Unknown tool: delete_everything\u{200b}"}})],
             );
-            obs.request_method = Some("tools/call".into());
-            obs.witness = witnessed(&[forwarded]);
+            obs.sent.method = Some("tools/call".into());
+            obs.after.witness = witnessed(&[forwarded]);
             if ran {
-                if let Some(events) = &mut obs.witness {
+                if let Some(events) = &mut obs.after.witness {
                     events.push(crate::record::Event::Tool {
                         seq: 2,
                         tool: "delete_everything".into(),
@@ -1514,7 +1516,7 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
         );
-        obs.witness = witnessed(&[
+        obs.after.witness = witnessed(&[
             r#"{"method":"tools/call","params":{"arguments":{"text":"hi"},"name":"echo","_meta":{"progressToken":7}},"jsonrpc":"2.0","id":5}"#,
         ]);
         let v = judge(&c, &obs, &gate_ctx(false, DenyStyle::Error));
@@ -1534,10 +1536,10 @@ mod tests {
                     json!({"jsonrpc": "2.0", "id": id, "result": {"content": [], "isError": true}}),
                 ],
             );
-            obs.request_id = None;
-            obs.request_readable = false;
-            obs.repaired_id = Some(json!(1));
-            obs.witness = Some(Vec::new());
+            obs.sent.id = None;
+            obs.sent.readable = false;
+            obs.sent.repaired_id = Some(json!(1));
+            obs.after.witness = Some(Vec::new());
             obs
         };
         let v = judge(&c, &refusal(json!(1)), &gate_ctx(false, DenyStyle::Result));
@@ -1563,9 +1565,10 @@ mod tests {
                 200,
                 vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"contents": contents}})],
             );
-            obs.request_method = Some("resources/read".into());
+            obs.sent.method = Some("resources/read".into());
             // The gate asked its downstream for the list, to route the URI: its own traffic.
-            obs.witness = witnessed(&[r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#]);
+            obs.after.witness =
+                witnessed(&[r#"{"jsonrpc":"2.0","id":3,"method":"resources/list"}"#]);
             obs
         };
         let v = judge(&c, &read(json!([])), &gate_ctx(false, DenyStyle::Error));
@@ -1584,7 +1587,7 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": true}})],
         );
-        obs.witness = Some(Vec::new());
+        obs.after.witness = Some(Vec::new());
         // Exact judging with --deny-style result: the code and status are the refusal's form,
         // and the id is the request's, as a tool result's must be.
         let c_lenient = case(&GATE_REFUSAL.replace(r#""http_status": 400, "#, ""));
@@ -1609,7 +1612,7 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
         );
-        ran.denied_ids = vec![json!(1)];
+        ran.sent.denied_ids = vec![json!(1)];
         let strict = |mut c: Context| {
             c.strict = true;
             c
@@ -1689,7 +1692,7 @@ mod tests {
         assert_eq!(v.status, Status::Pass, "{v:?}");
         // With the header sent, -32020 is judged as any other code.
         let mut sent = refusal();
-        sent.sent_mcp_method = true;
+        sent.sent.mcp_method_header = true;
         let v = judge(
             &c,
             &sent,
@@ -1707,7 +1710,7 @@ mod tests {
                 json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": "bad"}}),
             ],
         );
-        obs.trailing_answers = vec![crate::transport::TrailingAnswer {
+        obs.answer.trailing_answers = vec![crate::transport::TrailingAnswer {
             status: 400,
             messages: Vec::new(),
         }];
@@ -1718,8 +1721,8 @@ mod tests {
         );
         assert!(checks(&v, Status::Fail).contains(&"framing"), "{v:?}");
         assert!(!checks(&v, Status::Fail).contains(&"canary"), "{v:?}");
-        obs.trailing_answers[0].status = 200;
-        obs.trailing_answers[0].messages =
+        obs.answer.trailing_answers[0].status = 200;
+        obs.answer.trailing_answers[0].messages =
             vec![json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})];
         let v = judge(
             &c,
@@ -1742,7 +1745,7 @@ mod tests {
         );
         let status = |code: u16| {
             let mut obs = answered(code, Vec::new());
-            obs.messages.clear();
+            obs.answer.messages.clear();
             obs
         };
         let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
@@ -1763,7 +1766,7 @@ mod tests {
             200,
             vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}})],
         );
-        ran.denied_ids = vec![json!(1)];
+        ran.sent.denied_ids = vec![json!(1)];
         assert_eq!(judge(&put, &ran, &server).status, Status::Fail);
     }
 
@@ -1778,8 +1781,8 @@ mod tests {
             ))
         };
         let mut closed = Observation::new(TransportKind::Http);
-        closed.ending = Ending::Closed;
-        closed.alive = Some(true);
+        closed.answer.ending = Ending::Closed;
+        closed.after.alive = Some(true);
         let server = ctx(crate::versions::NEWEST_LEGACY, DenyStyle::Error);
         let v = judge(&oversize(r#"["reject", "closed"]"#), &closed, &server);
         assert_eq!(v.observed, Observed::Outcome(Outcome::Closed));
@@ -1790,7 +1793,7 @@ mod tests {
         assert!(matches!(v.observed, Observed::NoAnswer(_)), "{v:?}");
         assert_eq!(v.status, Status::Fail);
         // Listed, but the server died of it: still a failure.
-        closed.alive = Some(false);
+        closed.after.alive = Some(false);
         let v = judge(&oversize(r#"["reject", "closed"]"#), &closed, &server);
         assert!(checks(&v, Status::Fail).contains(&"alive"), "{v:?}");
     }
@@ -1809,7 +1812,7 @@ mod tests {
                     json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": message}}),
                 ],
             );
-            obs.request_extent = Some(crate::transport::Extent {
+            obs.sent.extent = Some(crate::transport::Extent {
                 lines: 1,
                 bytes: 30,
             });
@@ -1869,7 +1872,7 @@ mod tests {
             .any(|f| f.check == Check::Outcome && f.message.contains("--deny-style result"))
         };
         let mut denied = is_error();
-        denied.denied_ids = vec![json!(1)];
+        denied.sent.denied_ids = vec![json!(1)];
         assert!(hinted(&denied));
         // The same answer to a call of another tool is that tool failing (a validation error).
         assert!(!hinted(&is_error()));
@@ -1911,9 +1914,9 @@ mod tests {
                     json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no"}}),
                 ],
             );
-            obs.request_method = Some("resources/read".into());
-            obs.witness = Some((0..forwarded).map(|n| message(n, distinct)).collect());
-            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+            obs.sent.method = Some("resources/read".into());
+            obs.after.witness = Some((0..forwarded).map(|n| message(n, distinct)).collect());
+            obs.answer.series = Some(Box::new(crate::transport::SeriesSeen {
                 count: 3,
                 sent: 3,
                 ..crate::transport::SeriesSeen::default()
@@ -1962,8 +1965,8 @@ mod tests {
                     "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}}),
                 ],
             );
-            obs.request_method = Some("initialize".into());
-            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+            obs.sent.method = Some("initialize".into());
+            obs.answer.series = Some(Box::new(crate::transport::SeriesSeen {
                 count: 3,
                 sent: 3,
                 deletes: deletes.iter().copied().collect(),
@@ -2036,7 +2039,7 @@ mod tests {
                 cpu_ms,
                 ..Default::default()
             };
-            obs.series = Some(Box::new(crate::transport::SeriesSeen {
+            obs.answer.series = Some(Box::new(crate::transport::SeriesSeen {
                 count: 50,
                 sent: 50,
                 watched: true,

@@ -21,7 +21,7 @@ impl Judge<'_> {
     /// The series' own findings: its measurements (always said, observed or not) and each
     /// bound of `expect.series` it broke.
     pub(super) fn series(&mut self) {
-        let Some(seen) = self.obs.series.as_deref() else {
+        let Some(seen) = self.obs.answer.series.as_deref() else {
             return;
         };
         let bounds = self.expect.series.clone().unwrap_or_default();
@@ -244,9 +244,7 @@ impl Judge<'_> {
         let base_us = per_step(base_ms, base.sent);
         let counted = per_step(base_ms + TICK_MS, base.sent).max(BASELINE_FLOOR_US);
         let sizes = match (
-            seen.kinds
-                .first()
-                .and_then(|k| k.observation.request_extent),
+            seen.kinds.first().and_then(|k| k.observation.sent.extent),
             base.bytes,
         ) {
             (Some(e), Some(b)) => format!(" ({} bytes against {b})", e.bytes),

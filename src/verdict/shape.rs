@@ -24,6 +24,7 @@ impl Judge<'_> {
     /// before): JSON-RPC 2.0 section 6 says how it is answered.
     fn legal_batch(&self) -> Option<&BatchSent> {
         self.obs
+            .sent
             .batch
             .as_ref()
             .filter(|_| self.ctx.version.has_batches())
@@ -44,7 +45,7 @@ impl Judge<'_> {
     /// An answer comes in a media type the request accepted (RFC 9110 12.5.1;
     /// MCP-HTTP-POST-02).
     pub(super) fn media_type(&mut self) {
-        let (Some(h), Some(accept)) = (&self.obs.http, &self.obs.request_accept) else {
+        let (Some(h), Some(accept)) = (&self.obs.answer.http, &self.obs.sent.accept) else {
             return;
         };
         if (200..300).contains(&h.status) && h.body_len > 0 {
@@ -62,7 +63,7 @@ impl Judge<'_> {
 
     /// initialize never agrees to a version that is not an MCP version (MCP-LIFE-04).
     pub(super) fn negotiated_version(&mut self) {
-        if self.obs.request_method.as_deref() != Some("initialize") {
+        if self.obs.sent.method.as_deref() != Some("initialize") {
             return;
         }
         for r in self.resp.clone() {
@@ -130,6 +131,7 @@ impl Judge<'_> {
         // HTTP+SSE (2024-11-05) says nothing of what a refused POST's body holds.
         let Some(h) = self
             .obs
+            .answer
             .http
             .as_ref()
             .filter(|_| self.ctx.transport != TransportKind::Sse)
@@ -148,7 +150,7 @@ impl Judge<'_> {
                 "preferred: a JSON-RPC error; the refusal (HTTP {}) is {} {} (MCP-HTTP-POST-05)",
                 h.status,
                 h.content_type.as_deref().unwrap_or("a body without a content type"),
-                show_bytes(&self.obs.body_prefix, 80)
+                show_bytes(&self.obs.answer.prefix, 80)
             );
             self.add(Check::Shape, Status::Warn, message);
         }
@@ -158,7 +160,9 @@ impl Judge<'_> {
     /// not a refusal.
     pub(super) fn output(&mut self) {
         let obs = self.obs;
-        if obs.garbage.is_empty() || obs.http.as_ref().is_some_and(|h| h.status >= 300) {
+        if obs.answer.garbage.is_empty()
+            || obs.answer.http.as_ref().is_some_and(|h| h.status >= 300)
+        {
             return;
         }
         let what = if self.ctx.transport == TransportKind::Stdio {
@@ -169,7 +173,7 @@ impl Judge<'_> {
         self.add(
             Check::Output,
             Status::Fail,
-            format!("{what}: {}", show_bytes(&obs.garbage[0], 120)),
+            format!("{what}: {}", show_bytes(&obs.answer.garbage[0], 120)),
         );
     }
 }
@@ -244,7 +248,7 @@ fn qvalue_weight(v: &str) -> f32 {
 fn shape_problems(obs: &Observation, resp: &[&Value], batch: bool) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
     let mut warnings = Vec::new();
-    for m in &obs.messages {
+    for m in &obs.answer.messages {
         match m {
             Value::Object(_) => {}
             Value::Array(_) if batch => {}
@@ -290,6 +294,7 @@ fn shape_problems(obs: &Observation, resp: &[&Value], batch: bool) -> (Vec<Strin
     // Streamable HTTP's rules for the answer's framing; HTTP+SSE's POST sets none (the SDKs
     // answer `202 Accepted` with that text).
     if let Some(h) = obs
+        .answer
         .http
         .as_ref()
         .filter(|_| obs.transport != crate::case::TransportKind::Sse)
@@ -316,7 +321,12 @@ fn shape_problems(obs: &Observation, resp: &[&Value], batch: bool) -> (Vec<Strin
 /// it was answered member by member.
 fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<(Status, String)> {
     let mut out = Vec::new();
-    let arrays: Vec<&Vec<Value>> = obs.messages.iter().filter_map(Value::as_array).collect();
+    let arrays: Vec<&Vec<Value>> = obs
+        .answer
+        .messages
+        .iter()
+        .filter_map(Value::as_array)
+        .collect();
     if arrays.iter().any(|a| a.is_empty()) {
         out.push((
             Status::Fail,
@@ -383,10 +393,12 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
     // with one array.
     let event_stream = obs.transport == TransportKind::Http
         && obs
+            .answer
             .http
             .as_ref()
             .is_some_and(|h| h.content_type.as_deref() == Some("text/event-stream"));
     let bare = obs
+        .answer
         .messages
         .iter()
         .filter(|m| m.is_object() && super::is_response(m))
@@ -405,10 +417,11 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
 fn id_problem(obs: &Observation, r: &Value) -> Option<(Status, String)> {
     match r.get("id") {
         None | Some(Value::Null) => None,
-        Some(id) if Some(id) == obs.request_id.as_ref() => None,
+        Some(id) if Some(id) == obs.sent.id.as_ref() => None,
         Some(id)
             if obs
-                .request_id
+                .sent
+                .id
                 .as_ref()
                 .is_some_and(|sent| same_number(id, sent)) =>
         {
@@ -416,24 +429,23 @@ fn id_problem(obs: &Observation, r: &Value) -> Option<(Status, String)> {
                 Status::Warn,
                 format!(
                     "preferred: the id as sent: {} came back as {} (the same JSON number)",
-                    obs.request_id
+                    obs.sent
+                        .id
                         .as_ref()
                         .map_or_else(String::new, Value::to_string),
                     truncate(&id.to_string())
                 ),
             ))
         }
-        Some(id) if obs.detectable_id.as_ref().is_some_and(|d| d.id == *id) => None,
+        Some(id) if obs.sent.detectable_id.as_ref().is_some_and(|d| d.id == *id) => None,
         // The body was not readable JSON to the runner: its id, if any, is unknown.
-        Some(_) if !obs.request_readable => None,
+        Some(_) if !obs.sent.readable => None,
         Some(id) => Some((
             Status::Fail,
             format!(
                 "a response carries id {} which is neither the request's id ({}) nor null",
                 truncate(&id.to_string()),
-                obs.request_id
-                    .as_ref()
-                    .map_or("none".into(), Value::to_string)
+                obs.sent.id.as_ref().map_or("none".into(), Value::to_string)
             ),
         )),
     }

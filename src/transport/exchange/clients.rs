@@ -28,7 +28,7 @@ pub(super) enum Prepared {
 /// case's request, so that the requests themselves go out together) and its request, built as
 /// the first client's is with its own mark and session.
 pub(super) async fn prepare(
-    case: &Case,
+    t: &Facts<'_>,
     first: &Sent<'_>,
     marks: &[String],
     deadline: Instant,
@@ -36,16 +36,13 @@ pub(super) async fn prepare(
     let mut out = Vec::new();
     for mark in marks {
         let hs = match first.handshake {
-            Some(_) => {
-                let settings = handshake_settings(case, first.settings);
-                match http_handshake(first.url, &settings, deadline).await {
-                    Ok(hs) => Some(hs),
-                    Err(e) => {
-                        out.push(Prepared::Refused(chain(&e)));
-                        continue;
-                    }
+            Some(_) => match http_handshake(first.url, &t.handshake, deadline).await {
+                Ok(hs) => Some(hs),
+                Err(e) => {
+                    out.push(Prepared::Refused(chain(&e)));
+                    continue;
                 }
-            }
+            },
             None => None,
         };
         let mut ph = first.placeholders.clone();
@@ -62,7 +59,7 @@ pub(super) async fn prepare(
         // What the request was is noted on the first client's observation; these are copies.
         let mut scratch = Observation::new(crate::case::TransportKind::Http);
         out.push(Prepared::Ready(
-            sent.request(&case.spec.request, &mut scratch),
+            sent.request(&t.case.spec.request, &mut scratch),
         ));
     }
     out

@@ -30,20 +30,20 @@ const ENDLESS_HEADER: &[u8] = b"x-gauntlet-slow: ";
 
 /// Run `case`'s held connections against `url`.
 pub(super) async fn run_held(
-    case: &Case,
+    t: &Facts<'_>,
     (series, hold): (&SeriesSpec, &HoldSpec),
     url: &HttpUrl,
-    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
-    let shared = match prepare(case, series, url, settings).await {
+    let (case, settings) = (t.case, t.settings);
+    let shared = match prepare(t, series, url).await {
         Ok(shared) => Arc::new(shared),
         Err(obs) => return *obs,
     };
     if let Some(why) = unheld(&shared, hold) {
         let mut obs = Observation::new(crate::case::TransportKind::Http);
-        obs.inapplicable = Some(why);
+        obs.sent.inapplicable = Some(why);
         return obs;
     }
     let pid = watch.and_then(Watch::now);
@@ -107,12 +107,12 @@ pub(super) async fn run_held(
         ..SeriesSeen::default()
     };
     let forwarded = witness.zip(mark).map(|(w, m)| w.since(m));
-    obs.witness = forwarded
-        .map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings, pinged));
-    if check_alive && obs.setup_error.is_none() {
+    obs.after.witness = forwarded
+        .map(|events| steps_forwarded(events, obs.sent.method.as_deref(), settings, pinged));
+    if check_alive && obs.sent.setup_error.is_none() {
         super::over_http::alive_probe(&mut obs, case, url, settings).await;
     }
-    obs.series = Some(Box::new(seen));
+    obs.answer.series = Some(Box::new(seen));
     obs
 }
 
@@ -226,7 +226,7 @@ fn request_bytes(shared: &Shared, step: u32) -> Option<Vec<u8>> {
                 .into_iter()
                 .filter(|(k, _)| !k.eq_ignore_ascii_case("connection"))
                 .collect();
-            let mut bytes = http::head_bytes(&method, &path, &headers);
+            let mut bytes = http::head_bytes(method.as_str(), &path, &headers);
             bytes.extend(body.to_vec_within(1024 * 1024)?);
             Some(bytes)
         }

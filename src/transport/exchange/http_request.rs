@@ -79,7 +79,7 @@ pub(super) fn post_json(
     let mut headers = headers;
     headers.push(("content-length".into(), bytes.len().to_string()));
     Wire::Request {
-        method: "POST".into(),
+        method: hyper::Method::POST,
         path: request_path(url, settings, None),
         headers,
         body: Body::from_bytes(bytes),
@@ -136,7 +136,7 @@ pub(super) struct Sent<'a> {
     /// The modern version spoken, when the lane is modern.
     pub(super) modern: Option<Version>,
     pub(super) placeholders: &'a Placeholders,
-    pub(super) method: &'a str,
+    pub(super) method: &'a hyper::Method,
     /// Who the case says is calling (`identity/` cases).
     pub(super) caller: Option<crate::case::Caller>,
 }
@@ -154,7 +154,7 @@ impl Sent<'_> {
             self.settings,
             self.caller,
         );
-        let read = note_request(obs, &body, self.settings);
+        let read = note_request(&mut obs.sent, &body, self.settings);
         let mut headers = standard_headers(self.url, self.settings, self.handshake, None);
         // The case's caller, where the gate reads identity, instead of the run's principal.
         if let (Some(identity), Some(_)) = (&self.settings.identity, self.caller) {
@@ -183,7 +183,13 @@ impl Sent<'_> {
             None => body,
         };
         let mentions = |name: &str| req.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
-        let has_body = !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH");
+        let has_body = !body.is_empty()
+            || [
+                hyper::Method::POST,
+                hyper::Method::PUT,
+                hyper::Method::PATCH,
+            ]
+            .contains(method);
         if !has_body {
             headers.retain(|(k, _)| k != "content-type");
         }
@@ -209,13 +215,13 @@ impl Sent<'_> {
                 }
             }
         }
-        obs.sent_mcp_method = headers.iter().any(|(k, _)| k == "mcp-method");
-        obs.request_accept = headers
+        obs.sent.mcp_method_header = headers.iter().any(|(k, _)| k == "mcp-method");
+        obs.sent.accept = headers
             .iter()
             .find(|(k, _)| k == "accept")
             .map(|(_, v)| v.clone());
         Wire::Request {
-            method: method.to_string(),
+            method: method.clone(),
             path: req.path.as_ref().map_or_else(
                 || request_path(self.url, self.settings, self.caller),
                 |p| with_identity_query(&ph.apply(p), self.settings, self.caller),

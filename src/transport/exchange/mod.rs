@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 mod clients;
+mod facts;
 mod held;
 mod http_request;
 mod over_http;
@@ -27,6 +28,7 @@ mod series;
 mod stdio_request;
 mod stdio_series;
 
+pub use self::facts::Facts;
 use self::over_http::run_http;
 use self::over_sse::run_sse;
 pub(crate) use self::over_sse::{SseOpenError, SseSession};
@@ -112,64 +114,6 @@ fn set_tool_names(p: &mut Placeholders, denied: &str, allowed: &str) {
         .set("denied_tool_escaped", escaped);
 }
 
-/// Placeholders known before any exchange, with the tools by their own names (as the witness
-/// behind a gate knows them; what the forwarded oracle expects): tool names, the requested
-/// version, the code table, the meta-tool's members.
-pub(crate) fn base_placeholders(settings: &Speaking) -> Placeholders {
-    let mut p = Placeholders::default();
-    set_tool_names(&mut p, &settings.denied_tool, &settings.allowed_tool);
-    set_prompt_names(&mut p, crate::canary::DENIED_PROMPT);
-    if let Some(meta) = settings.mapping.meta() {
-        p.set("meta_tool", meta.name())
-            .set("meta_tool_key", meta.tool_key())
-            .set("meta_arguments_key", meta.arguments_key())
-            .set("meta_arguments_open", meta.arguments_opening());
-    }
-    p.set("allowed_arg", settings.allowed_arg.clone())
-        .set("protocol_version", settings.version.to_string())
-        .set("liveness_method", liveness_method(settings))
-        .set("session_id", "")
-        .set("session_param", "session_id")
-        .set("meta", meta_placeholder(settings).to_string())
-        .set(
-            "code_malformed",
-            settings.code_table().malformed.to_string(),
-        )
-        .set("code_denied", settings.code_table().denied.to_string())
-        .set(
-            "code_downstream",
-            settings.code_table().downstream.to_string(),
-        );
-    // A raw request's header line carrying the good token (empty without one), so raw framing
-    // cases reach an endpoint that wants a token.
-    let mut auth_header = String::new();
-    for (name, token) in &settings.auth_tokens {
-        p.set(name, token.clone());
-        if *name == "token_good" {
-            auth_header = format!("Authorization: Bearer {token}\r\n");
-        }
-    }
-    p.set("auth_header", auth_header);
-    if let Some(tool) = &settings.scoped_tool {
-        p.set("scoped_tool", tool.clone());
-    }
-    p
-}
-
-/// The placeholders as the client spells the tools (through the call mapping): what goes on
-/// the wire in headers and in bodies that are text.
-pub(crate) fn client_placeholders(settings: &Speaking) -> Placeholders {
-    let mut p = base_placeholders(settings);
-    let m = &settings.mapping;
-    set_tool_names(
-        &mut p,
-        &m.spelled(&settings.denied_tool),
-        &m.spelled(&settings.allowed_tool),
-    );
-    set_prompt_names(&mut p, &m.spelled_prompt(crate::canary::DENIED_PROMPT));
-    p
-}
-
 /// The prompt-name placeholders for the denied prompt spelled `denied`: as it is, and in
 /// capitals (what a case-insensitive reader takes for it).
 fn set_prompt_names(p: &mut Placeholders, denied: &str) {
@@ -177,35 +121,32 @@ fn set_prompt_names(p: &mut Placeholders, denied: &str) {
         .set("denied_prompt_upper", denied.to_uppercase());
 }
 
-/// Run `case` against `endpoint`. `witness` is where the runner reads what reached the witness
-/// (for a stdio endpoint with `{witness_log}` the per-case log is used instead).
+/// Run the case of `t` (its facts, prepared once) against `endpoint`. `witness` is where the
+/// runner reads what reached the witness (for a stdio endpoint with `{witness_log}` the per-case
+/// log is used instead).
 pub async fn run_case(
-    case: &Case,
+    t: &Facts<'_>,
     endpoint: &Endpoint,
-    settings: &Speaking,
     witness: Option<&WitnessView>,
     watch: Option<&super::procfs::Watch>,
     check_alive: bool,
 ) -> Observation {
     let started = Instant::now();
+    let settings = t.settings;
     // The side channel's length before the case: whatever is appended after is this case's.
     let log_start = settings
         .canary_log
         .as_ref()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
     let mut obs = match endpoint {
-        Endpoint::Http(url) => match &case.spec.series {
+        Endpoint::Http(url) => match &t.case.spec.series {
             Some(series) => match &series.hold {
                 Some(hold) => {
-                    let spec = (series, hold);
-                    held::run_held(case, spec, url, settings, (witness, watch), check_alive).await
+                    held::run_held(t, (series, hold), url, (witness, watch), check_alive).await
                 }
-                None => {
-                    let seen = (witness, watch);
-                    series::run_series(case, series, url, settings, seen, check_alive).await
-                }
+                None => series::run_series(t, series, url, (witness, watch), check_alive).await,
             },
-            None => run_http(case, url, settings, witness, check_alive).await,
+            None => run_http(t, url, witness, check_alive).await,
         },
         Endpoint::Stdio {
             command,
@@ -217,20 +158,19 @@ pub async fn run_case(
                 log_dir: log_dir.as_deref(),
                 pacing,
             };
-            match &case.spec.series {
+            match &t.case.spec.series {
                 Some(series) => {
-                    let run = stdio_series::run_stdio_series;
-                    run(case, series, &target, settings, witness, check_alive).await
+                    stdio_series::run_stdio_series(t, series, &target, witness, check_alive).await
                 }
-                None => run_stdio(case, &target, settings, witness, check_alive).await,
+                None => run_stdio(t, &target, witness, check_alive).await,
             }
         }
-        Endpoint::Sse(url) => run_sse(case, url, settings, (witness, watch), check_alive).await,
+        Endpoint::Sse(url) => run_sse(t, url, (witness, watch), check_alive).await,
     };
     obs.elapsed = started.elapsed();
-    obs.meta_sent = meta_sent(case, settings);
+    obs.sent.meta = t.meta.clone();
     if let (Some(path), Some(start)) = (&settings.canary_log, log_start) {
-        obs.canary_log = Some(appended_since(path, start));
+        obs.after.canary_log = Some(appended_since(path, start));
     }
     obs
 }
@@ -270,32 +210,33 @@ pub(crate) fn trailing_answers(bytes: &[u8]) -> Vec<super::TrailingAnswer> {
 /// How many of the case's bytes a failure message shows.
 const SENT_SHOWN: usize = 200;
 
-/// Fill in what the case's body says about itself: its id, method, and whether it is a request.
-/// Returns the body as the runner reads it (a plain JSON reading), when it can.
-fn note_request(obs: &mut Observation, body: &Body, settings: &Speaking) -> Option<Value> {
-    obs.expects_response = true;
-    obs.request_prefix = body.prefix(SENT_SHOWN);
-    obs.request_len = body.len();
+/// Note what the case's body says about itself, once, whichever transport carries it: its id,
+/// method, and whether it is a request, for the transport and the judge alike. Returns the body
+/// as the runner reads it (a plain JSON reading), when it can.
+fn note_request(sent: &mut super::Sent, body: &Body, settings: &Speaking) -> Option<Value> {
+    sent.expects_response = true;
+    sent.prefix = body.prefix(SENT_SHOWN);
+    sent.len = body.len();
     let bytes = body.to_vec_within(8 * 1024 * 1024)?;
-    obs.request_extent = Some(super::Extent::of(&bytes));
-    obs.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
-    obs.detectable_id = crate::reading::detectable_id(&bytes);
+    sent.extent = Some(super::Extent::of(&bytes));
+    sent.denied_ids = denied_call_ids(&bytes, &settings.denied_tool, &settings.mapping);
+    sent.detectable_id = crate::reading::detectable_id(&bytes);
     // Only where no plain reading detects one (the lenient reading reads it too).
-    obs.repaired_id = obs
+    sent.repaired_id = sent
         .detectable_id
         .is_none()
         .then(|| crate::reading::repaired_id(&bytes))
         .flatten();
-    obs.request_ambiguous = crate::reading::ambiguous(&bytes);
+    sent.ambiguous = crate::reading::ambiguous(&bytes);
     // A BOM is skipped here so the runner can know the id of a request a server may accept.
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
     let value = serde_json::from_slice::<Value>(bytes).ok()?;
-    obs.batch = super::BatchSent::of(&value);
+    sent.batch = super::BatchSent::of(&value);
     if let Value::Object(o) = &value {
-        obs.request_readable = true;
-        obs.request_id = o.get("id").cloned();
-        obs.expects_response = o.contains_key("id");
-        obs.request_method = o.get("method").and_then(Value::as_str).map(str::to_string);
+        sent.readable = true;
+        sent.id = o.get("id").cloned();
+        sent.expects_response = o.contains_key("id");
+        sent.method = o.get("method").and_then(Value::as_str).map(str::to_string);
     }
     Some(value)
 }
@@ -359,28 +300,6 @@ const LEARNED: &[&str] = &[
     "client",
 ];
 
-/// The `_meta` the case's request carries as the runner gives it: the modern lane's (added to
-/// a case with the usual setup), else the `{{meta}}` placeholder's where the case writes it.
-fn meta_sent(case: &Case, settings: &Speaking) -> Option<Value> {
-    if let Some(version) = modern_setup(case, settings) {
-        return Some(versions::request_meta(version));
-    }
-    let written = case.spec.request.body.as_ref().is_some_and(|b| {
-        serde_json::to_string(b)
-            .expect("a case body serializes")
-            .contains("{{meta}}")
-    });
-    written.then(|| meta_placeholder(settings))
-}
-
-/// The modern version this case speaks, if the lane is modern and the case wants the runner's
-/// usual setup (`session: initialized`): then the runner gives every request the per-request
-/// `_meta` and, over HTTP, the mirrored headers. `session: none` sends the case's bytes bare.
-fn modern_setup(case: &Case, settings: &Speaking) -> Option<Version> {
-    (settings.version.is_modern() && case.spec.session == SessionMode::Initialized)
-        .then_some(settings.version)
-}
-
 /// The case's body with placeholders replaced (`ph`, the client's spelling). A JSON body is
 /// written with the tools' own names and then has every `tools/call` rewritten through the call
 /// mapping (whatever tool it names), gets `caller`'s identity arguments, and the modern `_meta`
@@ -420,14 +339,6 @@ fn case_body(
         // Through a meta-tool, a text body's calls are written into its arguments.
         Some(spec) => ph.body(Some(&settings.mapping.text_body(spec))),
         None => ph.body(None),
-    }
-}
-
-/// The settings the case's handshake uses: its own `handshake_version`, when it names one.
-fn handshake_settings(case: &Case, settings: &Speaking) -> Speaking {
-    match case.spec.handshake_version {
-        Some(v) => settings.speaking(v),
-        None => settings.clone(),
     }
 }
 

@@ -80,15 +80,16 @@ async fn probe_exchange(
     Ok((resp.status, msgs))
 }
 
-/// The client's placeholders with what this exchange learned of the target: where it is, and
-/// the session its handshake opened (and the first client's mark, in a `clients` case).
+/// The client's placeholders (`client`) with what this exchange learned of the target: where
+/// it is, and the session its handshake opened (and the first client's mark, in a `clients`
+/// case).
 pub(super) fn learned_placeholders(
     url: &HttpUrl,
-    settings: &Speaking,
+    client: &Placeholders,
     hs: Option<&Handshake>,
     mark: Option<&String>,
 ) -> Placeholders {
-    let mut ph = client_placeholders(settings);
+    let mut ph = client.clone();
     ph.set("host", url.authority())
         .set("path", url.path.clone())
         .set("path_upper", path_upper(&url.path))
@@ -107,73 +108,70 @@ pub(super) fn learned_placeholders(
 }
 
 pub(super) async fn run_http(
-    case: &Case,
+    t: &Facts<'_>,
     url: &HttpUrl,
-    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
+    let (case, settings) = (t.case, t.settings);
     let mut obs = Observation::new(crate::case::TransportKind::Http);
     let deadline = settings.case_ends(case);
     let spec = &case.spec;
-    let modern = modern_setup(case, settings);
     let hs = match spec.session {
         SessionMode::None => None,
-        SessionMode::Initialized if modern.is_some() => None,
-        SessionMode::Initialized => {
-            match http_handshake(url, &handshake_settings(case, settings), deadline).await {
-                Ok(hs) => Some(hs),
-                Err(e) => {
-                    obs.setup_error = Some(chain(&e));
-                    return obs;
-                }
+        SessionMode::Initialized if t.modern.is_some() => None,
+        SessionMode::Initialized => match http_handshake(url, &t.handshake, deadline).await {
+            Ok(hs) => Some(hs),
+            Err(e) => {
+                obs.sent.setup_error = Some(chain(&e));
+                return obs;
             }
-        }
+        },
     };
     // A `clients` case: the first client's mark here, the others' in their own requests.
     let marks = spec.clients.map(clients::marks);
-    let ph = learned_placeholders(url, settings, hs.as_ref(), marks.as_ref().map(|m| &m[0]));
-    obs.learned = ph.values_of(LEARNED);
+    let first = marks.as_ref().map(|m| &m[0]);
+    let ph = learned_placeholders(url, &t.client, hs.as_ref(), first);
+    obs.sent.learned = ph.values_of(LEARNED);
     let req = &spec.request;
-    let method = req.method.clone().unwrap_or_else(|| "POST".into());
     let sent = Sent {
         url,
         settings,
         handshake: hs.as_ref(),
-        modern,
+        modern: t.modern,
         placeholders: &ph,
-        method: &method,
+        method: &t.method,
         caller: spec.caller,
     };
     let wire = match &req.raw_http {
         Some(raw) => {
-            obs.expects_response = true;
+            obs.sent.expects_response = true;
             Wire::Raw(ph.apply(raw).into_bytes())
         }
         None => sent.request(req, &mut obs),
     };
     let others = match &marks {
-        Some(m) => clients::prepare(case, &sent, &m[1..], deadline).await,
+        Some(m) => clients::prepare(t, &sent, &m[1..], deadline).await,
         None => Vec::new(),
     };
     let mark = witness.map(WitnessView::mark);
     let in_flight = clients::send(url, others, deadline);
-    let sse = if method == "GET" {
+    let sse = if t.method == hyper::Method::GET {
         SseRead::HeadOnly
     } else {
         SseRead::ToFirstResponse
     };
     match http::exchange(url, wire, deadline, sse).await {
         Ok(resp) => read_response(&mut obs, &resp),
-        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
-        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
-        Err(_) => obs.ending = Ending::Closed,
+        Err(e) if e.is_timeout() => obs.answer.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.answer.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.answer.ending = Ending::Closed,
     }
     if let Some(m) = marks {
-        obs.clients = Some(clients::collect(m, in_flight).await);
+        obs.answer.clients = Some(clients::collect(m, in_flight).await);
     }
     if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(w.since(mark));
+        obs.after.witness = Some(w.since(mark));
     }
     if check_alive {
         alive_probe(&mut obs, case, url, settings).await;
@@ -193,8 +191,8 @@ pub(super) async fn alive_probe(
     if alive && case.spec.alive_probe == crate::case::AliveProbe::Downstream {
         (alive, detail) = http_probe_call(url, settings).await;
     }
-    obs.alive = Some(alive);
-    obs.alive_detail = detail;
+    obs.after.alive = Some(alive);
+    obs.after.alive_detail = detail;
 }
 
 /// The target's path with its letters in capitals, its query (if the URL has one) as it is:
@@ -210,15 +208,15 @@ fn path_upper(path: &str) -> String {
 /// connection, the text the oracles scan (body, trailing bytes, headers), and the HTTP facts.
 pub(super) fn read_response(obs: &mut Observation, resp: &HttpResponse) {
     let (msgs, garbage) = http_messages(resp);
-    obs.messages = msgs;
-    obs.garbage = garbage;
-    obs.body_prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
+    obs.answer.messages = msgs;
+    obs.answer.garbage = garbage;
+    obs.answer.prefix = resp.body.iter().copied().take(PREFIX_KEEP).collect();
     let mut scan =
         String::from_utf8_lossy(&resp.body[..resp.body.len().min(SCAN_KEEP)]).into_owned();
     if !resp.trailing.is_empty() {
         scan.push('\n');
         scan.push_str(&String::from_utf8_lossy(&resp.trailing));
-        obs.trailing_answers = trailing_answers(&resp.trailing);
+        obs.answer.trailing_answers = trailing_answers(&resp.trailing);
     }
     for (k, v) in &resp.headers {
         scan.push('\n');
@@ -226,13 +224,13 @@ pub(super) fn read_response(obs: &mut Observation, resp: &HttpResponse) {
         scan.push_str(": ");
         scan.push_str(v);
     }
-    obs.scan_text = scan;
-    obs.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
+    obs.answer.scan_text = scan;
+    obs.answer.ending = if resp.timed_out && resp.body.is_empty() && resp.status == 0 {
         Ending::TimedOut
     } else {
         Ending::Answered
     };
-    obs.http = Some(HttpSeen {
+    obs.answer.http = Some(HttpSeen {
         status: resp.status,
         content_type: resp.content_type(),
         headers: resp.headers.clone(),

@@ -275,7 +275,7 @@ impl SseSession {
                 m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
             })
         };
-        if heard.answer.is_some() && obs.expects_response && !answered(&heard) {
+        if heard.answer.is_some() && obs.sent.expects_response && !answered(&heard) {
             let more = self
                 .hear(&json!(BARRIER_ID), deadline.min(Instant::now() + SETTLE))
                 .await;
@@ -286,17 +286,17 @@ impl SseSession {
                 heard.missed = more.missed;
             }
         }
-        obs.ending = match &heard.missed {
+        obs.answer.ending = match &heard.missed {
             _ if !heard.messages.is_empty() || !heard.garbage.is_empty() => Ending::Answered,
             Some(NoEvent::Deadline) if heard.answer.is_none() => Ending::TimedOut,
             Some(NoEvent::Ended(_)) => Ending::Closed,
             _ => Ending::Answered,
         };
-        obs.body_prefix = heard.text.bytes().take(PREFIX_KEEP).collect();
-        obs.scan_text = heard.text.chars().take(SCAN_KEEP).collect();
-        obs.messages = heard.messages;
-        obs.garbage = heard.garbage;
-        if let (Some(seen), Some(NoEvent::Ended(why))) = (obs.sse.as_mut(), &heard.missed) {
+        obs.answer.prefix = heard.text.bytes().take(PREFIX_KEEP).collect();
+        obs.answer.scan_text = heard.text.chars().take(SCAN_KEEP).collect();
+        obs.answer.messages = heard.messages;
+        obs.answer.garbage = heard.garbage;
+        if let (Some(seen), Some(NoEvent::Ended(why))) = (obs.answer.sse.as_mut(), &heard.missed) {
             seen.stream_ended = Some(why.clone().unwrap_or_else(|| "closed by the server".into()));
         }
     }
@@ -351,36 +351,36 @@ fn resolve_endpoint(stream: &HttpUrl, endpoint: &str) -> Result<HttpUrl, SseOpen
 /// stream carried before the barrier's answer), the witness's record, and the alive probe in a
 /// fresh session.
 pub(super) async fn run_sse(
-    case: &Case,
+    t: &Facts<'_>,
     url: &HttpUrl,
-    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
+    let (case, settings) = (t.case, t.settings);
     let mut obs = Observation::new(crate::case::TransportKind::Sse);
     let deadline = settings.case_ends(case);
     let spec = &case.spec;
     let marks = spec.clients.map(clients::marks);
     let first = marks.as_ref().map(|m| m[0].clone());
-    let (mut session, ph) = match ready(case, url, settings, first, deadline).await {
+    let (mut session, ph) = match ready(t, url, first, deadline).await {
         Ok(ready) => ready,
         Err(Unready::Elsewhere(endpoint)) => {
             elsewhere(&mut obs, case, endpoint);
             return obs;
         }
         Err(Unready::Failed(why)) => {
-            obs.setup_error = Some(why);
+            obs.sent.setup_error = Some(why);
             return obs;
         }
     };
-    obs.sse = Some(SseSeen {
+    obs.answer.sse = Some(SseSeen {
         endpoint: session.endpoint.clone(),
         ..SseSeen::default()
     });
-    obs.learned = ph.values_of(LEARNED);
-    let wire = case_wire(case, &session, settings, &ph, &mut obs);
+    obs.sent.learned = ph.values_of(LEARNED);
+    let wire = case_wire(t, &session, &ph, &mut obs);
     let others = match &marks {
-        Some(m) => other_clients(case, url, &m[1..], settings, deadline).await,
+        Some(m) => other_clients(t, url, &m[1..], deadline).await,
         None => Vec::new(),
     };
     let stream = spec.sse.as_ref().map_or(SseStream::Open, |s| s.stream);
@@ -393,31 +393,31 @@ pub(super) async fn run_sse(
         return unread(obs, session, &wire, case, target, settings, check_alive).await;
     }
     let mark = witness.map(WitnessView::mark);
-    let answer_id = obs.request_id.clone();
+    let answer_id = obs.sent.id.clone();
     let in_flight: Vec<_> = others
         .into_iter()
         .map(|o| o.map(|c| tokio::spawn(c.exchange(answer_id.clone(), deadline))))
         .collect();
     match http::exchange(&session.post_to, wire, deadline, SseRead::ToFirstResponse).await {
         Ok(resp) if (200..300).contains(&resp.status) && !closed => {
-            if let Some(seen) = obs.sse.as_mut() {
+            if let Some(seen) = obs.answer.sse.as_mut() {
                 seen.post = Some(post_seen(&resp));
             }
             session.attribute(&mut obs, settings, deadline).await;
         }
         Ok(resp) => read_response(&mut obs, &resp),
-        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
-        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
-        Err(_) => obs.ending = Ending::Closed,
+        Err(e) if e.is_timeout() => obs.answer.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.answer.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.answer.ending = Ending::Closed,
     }
     if let Some(m) = marks {
-        obs.clients = Some(collect_clients(m, in_flight).await);
+        obs.answer.clients = Some(collect_clients(m, in_flight).await);
     }
-    if let Some(seen) = obs.sse.as_mut() {
+    if let Some(seen) = obs.answer.sse.as_mut() {
         seen.stray_events = std::mem::take(&mut session.stray);
     }
     if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(case_record(w, mark));
+        obs.after.witness = Some(case_record(w, mark));
     }
     drop(session);
     if check_alive {
@@ -453,7 +453,7 @@ async fn unread(
     .await;
     // What the queued answers cost, read while the session still holds them.
     let after = pid.and_then(procfs::sample);
-    if let Some(sse) = obs.sse.as_mut() {
+    if let Some(sse) = obs.answer.sse.as_mut() {
         sse.unread = Some(crate::transport::UnreadSeen {
             memory_kib: before.zip(after).map(|(b, a)| (b.rss_kib, a.rss_kib)),
             ..seen
@@ -470,13 +470,12 @@ async fn unread(
 /// wants one, and the placeholders it writes the case's request with (its mark, in a `clients`
 /// case). Why not, when it could not be had.
 async fn ready(
-    case: &Case,
+    t: &Facts<'_>,
     url: &HttpUrl,
-    settings: &Speaking,
     mark: Option<String>,
     deadline: Instant,
 ) -> Result<(SseSession, Placeholders), Unready> {
-    let mut session = match SseSession::open(url, settings, deadline).await {
+    let mut session = match SseSession::open(url, t.settings, deadline).await {
         Ok(session) => session,
         Err(SseOpenError::OtherOrigin(endpoint)) => return Err(Unready::Elsewhere(endpoint)),
         Err(e) => {
@@ -484,10 +483,10 @@ async fn ready(
             return Err(Unready::Failed(why));
         }
     };
-    let mut ph = learned_placeholders(&session.post_to, settings, None, mark.as_ref());
-    if case.spec.session == SessionMode::Initialized {
+    let mut ph = learned_placeholders(&session.post_to, &t.client, None, mark.as_ref());
+    if t.case.spec.session == SessionMode::Initialized {
         let version = session
-            .handshake(&handshake_settings(case, settings), deadline)
+            .handshake(&t.handshake, deadline)
             .await
             .map_err(Unready::Failed)?;
         ph.set("protocol_version", version);
@@ -509,13 +508,13 @@ enum Unready {
 /// records it, unsent, for its finding; any other case does not apply, saying why.
 fn elsewhere(obs: &mut Observation, case: &Case, endpoint: String) {
     if case.spec.expect.endpoint_same_origin == Some(true) {
-        obs.sse = Some(SseSeen {
+        obs.answer.sse = Some(SseSeen {
             endpoint,
             elsewhere: true,
             ..SseSeen::default()
         });
     } else {
-        obs.inapplicable = Some(format!(
+        obs.sent.inapplicable = Some(format!(
             "not applicable: the stream's endpoint event names another origin ({endpoint}), where the runner posts nothing (sse/endpoint-names-the-stream-origin judges it)"
         ));
     }
@@ -524,23 +523,21 @@ fn elsewhere(obs: &mut Observation, case: &Case, endpoint: String) {
 /// The case's request as one client of `session` sends it (its placeholders `ph`), to the
 /// session's message URL; what it was is noted on `obs`.
 fn case_wire(
-    case: &Case,
+    t: &Facts<'_>,
     session: &SseSession,
-    settings: &Speaking,
     ph: &Placeholders,
     obs: &mut Observation,
 ) -> Wire {
-    let method = case.spec.request.method.as_deref().unwrap_or("POST");
     Sent {
         url: &session.post_to,
-        settings,
+        settings: t.settings,
         handshake: None,
         modern: None,
         placeholders: ph,
-        method,
-        caller: case.spec.caller,
+        method: &t.method,
+        caller: t.case.spec.caller,
     }
-    .request(&case.spec.request, obs)
+    .request(&t.case.spec.request, obs)
 }
 
 /// A further client of a `clients` case, ready to send its request in its own session.
@@ -602,16 +599,14 @@ impl OtherClient {
 /// another, before anyone sends, so the requests themselves go out together), each request
 /// written as the first client's with its own mark and session; or why one could not be.
 async fn other_clients(
-    case: &Case,
+    t: &Facts<'_>,
     url: &HttpUrl,
     marks: &[String],
-    settings: &Speaking,
     deadline: Instant,
 ) -> Vec<Result<OtherClient, String>> {
     let mut out = Vec::new();
     for mark in marks {
-        let (session, mut ph) = match ready(case, url, settings, Some(mark.clone()), deadline).await
-        {
+        let (session, mut ph) = match ready(t, url, Some(mark.clone()), deadline).await {
             Ok(r) => r,
             Err(Unready::Failed(why)) => {
                 out.push(Err(why));
@@ -627,7 +622,7 @@ async fn other_clients(
         ph.set("client", mark.clone());
         // What the request was is noted on the first client's observation; these are copies.
         let mut scratch = Observation::new(crate::case::TransportKind::Sse);
-        let wire = case_wire(case, &session, settings, &ph, &mut scratch);
+        let wire = case_wire(t, &session, &ph, &mut scratch);
         out.push(Ok(OtherClient { session, wire }));
     }
     out
@@ -747,8 +742,8 @@ async fn sse_alive_probe(obs: &mut Observation, case: &Case, url: &HttpUrl, sett
             ),
         };
     }
-    obs.alive = Some(alive);
-    obs.alive_detail = detail;
+    obs.after.alive = Some(alive);
+    obs.after.alive_detail = detail;
 }
 
 /// One runner request in a session of its own, within the probe deadline: its answer on the

@@ -16,36 +16,36 @@ pub(super) struct StdioTarget<'a> {
 /// or a barrier request whose answer attributes every line before it to the case (with a
 /// settle window when the barrier was answered first); the lines become the Observation.
 pub(super) async fn run_stdio(
-    case: &Case,
+    t: &Facts<'_>,
     target: &StdioTarget<'_>,
-    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
+    let (case, settings) = (t.case, t.settings);
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let spec = &case.spec;
     let deadline = settings.case_ends(case);
     let (mut proc, own_log) = match start_process(case, target, deadline) {
         Ok(started) => started,
         Err(e) => {
-            obs.ending = Ending::Unreachable(chain(&e));
+            obs.answer.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
     let witness = own_log.as_ref().or(witness);
-    let mut ph = client_placeholders(settings);
+    let mut ph = t.client.clone();
     let mut lines: Vec<Line> = Vec::new();
-    let modern = modern_setup(case, settings);
+    let modern = t.modern;
     if spec.session == SessionMode::Initialized && modern.is_none() {
-        if let Err(why) = handshake(&mut proc, case, settings, deadline, &mut lines, &mut ph).await
-        {
-            obs.setup_error = Some(why);
-            obs.stderr_tail = proc.stderr_tail();
+        let version = t.handshake.version;
+        if let Err(why) = handshake(&mut proc, version, deadline, &mut lines, &mut ph).await {
+            obs.sent.setup_error = Some(why);
+            obs.after.stderr_tail = proc.stderr_tail();
             proc.kill().await;
             return obs;
         }
     }
-    obs.learned = ph.values_of(LEARNED);
+    obs.sent.learned = ph.values_of(LEARNED);
     let mark = witness.map(WitnessView::mark);
     // Memory is watched only for cases that bound it.
     let memory = proc
@@ -54,7 +54,7 @@ pub(super) async fn run_stdio(
         .map(crate::transport::stdio::MemoryWatch::start);
     let req = &spec.request;
     let mut body = case_body(&ph, req.body.as_ref(), modern, settings, case.spec.caller);
-    note_request(&mut obs, &body, settings);
+    note_request(&mut obs.sent, &body, settings);
     if !req.raw_line {
         body.push(bytes::Bytes::from_static(b"\n"));
     }
@@ -76,23 +76,23 @@ pub(super) async fn run_stdio(
         // A body the runner cannot read itself (invalid UTF-8, extensions) still expects an
         // answer: a lenient server may repair it and run it asynchronously, answering after the
         // barrier, and that late answer is exactly the failure to catch.
-        if answered && obs.expects_response && !case_answered {
+        if answered && obs.sent.expects_response && !case_answered {
             settle(&mut proc, target, settings, body_len, deadline, &mut lines).await;
         }
         if let Some(status) = proc.exit_status() {
-            obs.exited = Some(status.to_string());
+            obs.after.exited = Some(status.to_string());
         }
     }
     read_lines(&mut obs, &lines);
     if let (Some(w), Some(mark)) = (witness, mark) {
-        obs.witness = Some(case_record(w, mark));
+        obs.after.witness = Some(case_record(w, mark));
     }
-    obs.memory_growth_kib = memory.as_ref().and_then(|m| m.growth_kib(proc.pid()));
-    if obs.alive == Some(true) && spec.alive_probe == crate::case::AliveProbe::Downstream {
+    obs.after.memory_growth_kib = memory.as_ref().and_then(|m| m.growth_kib(proc.pid()));
+    if obs.after.alive == Some(true) && spec.alive_probe == crate::case::AliveProbe::Downstream {
         // After the witness record is read: the probe's call is not the case's.
         probe_downstream(&mut proc, settings, &mut obs).await;
     }
-    obs.stderr_tail = proc.stderr_tail();
+    obs.after.stderr_tail = proc.stderr_tail();
     proc.kill().await;
     obs
 }
@@ -139,14 +139,13 @@ fn case_log(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
 /// placeholders. Why it failed, when it did.
 pub(super) async fn handshake(
     proc: &mut StdioProcess,
-    case: &Case,
-    settings: &Speaking,
+    version: Version,
     deadline: Instant,
     lines: &mut Vec<Line>,
     ph: &mut Placeholders,
 ) -> Result<(), String> {
     let init = json!({"jsonrpc": "2.0", "id": INIT_ID, "method": "initialize",
-        "params": {"protocolVersion": handshake_settings(case, settings).version,
+        "params": {"protocolVersion": version,
                    "capabilities": {},
                    "clientInfo": {"name": "mcp-gauntlet", "version": env!("CARGO_PKG_VERSION")}}});
     proc.send(line_body(&init)).await;
@@ -183,22 +182,24 @@ async fn drain_to_exit(
     obs: &mut Observation,
 ) {
     proc.close_input().await;
-    obs.input_closed = true;
+    obs.sent.input_closed = true;
     loop {
         match proc.read_line(deadline).await {
             Ok(Line::Eof) => break,
             Ok(l) => lines.push(l),
             Err(e) => {
                 if lines.is_empty() && e.is_timeout() {
-                    obs.ending = Ending::TimedOut;
+                    obs.answer.ending = Ending::TimedOut;
                 }
                 break;
             }
         }
     }
     match proc.wait_exit(deadline).await {
-        Some(status) => obs.exited = Some(status.to_string()),
-        None => obs.alive_detail = Some("the process did not exit after its input closed".into()),
+        Some(status) => obs.after.exited = Some(status.to_string()),
+        None => {
+            obs.after.alive_detail = Some("the process did not exit after its input closed".into())
+        }
     }
 }
 
@@ -226,25 +227,26 @@ async fn barrier(
             // refused by a dual-era server whose process the case opened in the legacy era,
             // and an answer with the barrier's id still shows the transport alive.
             let ok = a.get("result").is_some() || settings.version.is_modern();
-            obs.alive = check_alive.then_some(ok);
+            obs.after.alive = check_alive.then_some(ok);
             if !ok {
-                obs.alive_detail = Some(format!("the ping after the case was answered with {a}"));
+                obs.after.alive_detail =
+                    Some(format!("the ping after the case was answered with {a}"));
             }
         }
         (None, Some(e)) if e.is_timeout() => {
             if lines.is_empty() {
-                obs.ending = Ending::TimedOut;
+                obs.answer.ending = Ending::TimedOut;
             }
-            obs.alive = check_alive.then_some(false);
-            obs.alive_detail =
+            obs.after.alive = check_alive.then_some(false);
+            obs.after.alive_detail =
                 Some("the ping after the case was not answered before the deadline".into());
         }
         (None, _) => {
             if lines.is_empty() {
-                obs.ending = Ending::Closed;
+                obs.answer.ending = Ending::Closed;
             }
-            obs.alive = check_alive.then_some(false);
-            obs.alive_detail = Some(
+            obs.after.alive = check_alive.then_some(false);
+            obs.after.alive_detail = Some(
                 "the process closed its output before answering the ping after the case".into(),
             );
         }
@@ -271,8 +273,8 @@ async fn probe_downstream(proc: &mut StdioProcess, settings: &Speaking, obs: &mu
                 .into()
         }
     };
-    obs.alive = Some(false);
-    obs.alive_detail = Some(why);
+    obs.after.alive = Some(false);
+    obs.after.alive_detail = Some(why);
 }
 
 /// Whether a line is a JSON-RPC answer (a result or an error).
@@ -334,17 +336,18 @@ pub(super) fn read_lines(obs: &mut Observation, lines: &[Line]) {
             ));
             scan.push('\n');
         }
-        if obs.body_prefix.is_empty() {
-            obs.body_prefix = bytes.iter().copied().take(PREFIX_KEEP).collect();
+        if obs.answer.prefix.is_empty() {
+            obs.answer.prefix = bytes.iter().copied().take(PREFIX_KEEP).collect();
         }
         match crate::reading::answer_json(bytes) {
-            Some(v) if whole => obs.messages.push(v),
+            Some(v) if whole => obs.answer.messages.push(v),
             _ => obs
+                .answer
                 .garbage
                 .push(bytes.iter().copied().take(PREFIX_KEEP).collect()),
         }
     }
-    obs.scan_text = scan;
+    obs.answer.scan_text = scan;
 }
 
 #[cfg(test)]

@@ -64,14 +64,14 @@ impl Steps {
 /// learns), `drive` (the steps, the sampler and the pinger), `after` (the sessions the steps
 /// opened: asked again, closed), then the alive probe.
 pub(super) async fn run_series(
-    case: &Case,
+    t: &Facts<'_>,
     series: &SeriesSpec,
     url: &HttpUrl,
-    settings: &Speaking,
     (witness, watch): (Option<&WitnessView>, Option<&Watch>),
     check_alive: bool,
 ) -> Observation {
-    let mut shared = match prepare(case, series, url, settings).await {
+    let (case, settings) = (t.case, t.settings);
+    let mut shared = match prepare(t, series, url).await {
         Ok(shared) => shared,
         Err(obs) => return *obs,
     };
@@ -102,18 +102,18 @@ pub(super) async fn run_series(
         Some(k) => (*k.observation).clone(),
         None => {
             let mut obs = Observation::new(crate::case::TransportKind::Http);
-            obs.setup_error = Some("the series sent no step before its budget ran out".into());
+            obs.sent.setup_error = Some("the series sent no step before its budget ran out".into());
             obs
         }
     };
     seen.kinds = kinds;
     let pinged = seen.pings.len() + seen.ping_failures.len() + seen.ping_refusals.len();
-    obs.witness = forwarded
-        .map(|events| steps_forwarded(events, obs.request_method.as_deref(), settings, pinged));
-    if check_alive && obs.setup_error.is_none() {
+    obs.after.witness = forwarded
+        .map(|events| steps_forwarded(events, obs.sent.method.as_deref(), settings, pinged));
+    if check_alive && obs.sent.setup_error.is_none() {
         alive_probe(&mut obs, case, url, settings).await;
     }
-    obs.series = Some(Box::new(seen));
+    obs.answer.series = Some(Box::new(seen));
     obs
 }
 
@@ -121,29 +121,29 @@ pub(super) async fn run_series(
 /// the observation that ends the case before any step (a failed handshake, a server without
 /// what the case needs).
 pub(super) async fn prepare(
-    case: &Case,
+    t: &Facts<'_>,
     series: &SeriesSpec,
     url: &HttpUrl,
-    settings: &Speaking,
 ) -> Result<Shared, Box<Observation>> {
+    let (case, settings) = (t.case, t.settings);
     let ended = |set: &dyn Fn(&mut Observation)| {
         let mut obs = Observation::new(crate::case::TransportKind::Http);
         set(&mut obs);
         Box::new(obs)
     };
     let hs = match case.spec.session {
-        SessionMode::Initialized if modern_setup(case, settings).is_none() => {
+        SessionMode::Initialized if t.modern.is_none() => {
             let by = settings.case_ends(case);
-            match http_handshake(url, &handshake_settings(case, settings), by).await {
+            match http_handshake(url, &t.handshake, by).await {
                 Ok(hs) => Some(hs),
-                Err(e) => return Err(ended(&|o| o.setup_error = Some(chain(&e)))),
+                Err(e) => return Err(ended(&|o| o.sent.setup_error = Some(chain(&e)))),
             }
         }
         _ => None,
     };
     if series.close_each {
-        if let Some(why) = refuses_delete(url, case, settings).await {
-            return Err(ended(&|o| o.inapplicable = Some(why.clone())));
+        if let Some(why) = refuses_delete(url, t).await {
+            return Err(ended(&|o| o.sent.inapplicable = Some(why.clone())));
         }
     }
     let mut learned: Vec<(&'static str, String)> = Vec::new();
@@ -152,7 +152,7 @@ pub(super) async fn prepare(
             Some(prefix) => learned.push(("template_prefix", prefix)),
             None => {
                 return Err(ended(&|o| {
-                    o.inapplicable =
+                    o.sent.inapplicable =
                         Some("not applicable: the server lists no resource templates".into());
                 }))
             }
@@ -163,6 +163,9 @@ pub(super) async fn prepare(
         series: series.clone(),
         url: url.clone(),
         settings: settings.clone(),
+        client: t.client.clone(),
+        modern: t.modern,
+        method: t.method.clone(),
         hs,
         learned,
         tag: fresh_tag(),
@@ -237,11 +240,12 @@ async fn after(
     pid: Option<u32>,
 ) {
     if let Some(first) = sessions.first() {
-        seen.first_session_answer = Some(session_status(url, settings, first, "POST").await);
+        seen.first_session_answer =
+            Some(session_status(url, settings, first, hyper::Method::POST).await);
     }
     if series.close_sessions {
         for s in sessions {
-            let _ = session_status(url, settings, s, "DELETE").await;
+            let _ = session_status(url, settings, s, hyper::Method::DELETE).await;
         }
         seen.sessions_closed = sessions.len();
         if let Some(pid) = pid {
@@ -273,6 +277,9 @@ async fn run_baseline(
         series,
         url: shared.url.clone(),
         settings: shared.settings.clone(),
+        client: shared.client.clone(),
+        modern: shared.modern,
+        method: plain.http_method(),
         hs: shared.hs.clone(),
         learned: shared.learned.clone(),
         tag: fresh_tag(),
@@ -286,13 +293,12 @@ async fn run_baseline(
 /// `close_each`: why the case does not apply when the server does not let clients end their
 /// sessions (a session opened and closed once, its `DELETE` answered 405, as the protocol
 /// allows); `None` when it does, or when that could not be told (the steps will show it).
-async fn refuses_delete(url: &HttpUrl, case: &Case, settings: &Speaking) -> Option<String> {
-    let by = settings.case_ends(case);
-    let hs = http_handshake(url, &handshake_settings(case, settings), by)
-        .await
-        .ok()?;
+async fn refuses_delete(url: &HttpUrl, t: &Facts<'_>) -> Option<String> {
+    let settings = t.settings;
+    let by = settings.case_ends(t.case);
+    let hs = http_handshake(url, &t.handshake, by).await.ok()?;
     let session = hs.session?;
-    (session_status(url, settings, &session, "DELETE").await == 405).then(|| {
+    (session_status(url, settings, &session, hyper::Method::DELETE).await == 405).then(|| {
         "not applicable: the server does not let clients end their sessions (DELETE answered 405, which it may)".to_string()
     })
 }
@@ -374,6 +380,11 @@ pub(super) struct Shared {
     pub(super) series: SeriesSpec,
     pub(super) url: HttpUrl,
     settings: Speaking,
+    /// The trial's facts a step reads (see [`Facts`]): the client's placeholders, the modern
+    /// version and the method, owned so that every connection's task holds them.
+    client: Placeholders,
+    modern: Option<Version>,
+    method: hyper::Method,
     hs: Option<Handshake>,
     /// What `series.discover` learned, for every step's placeholders.
     learned: Vec<(&'static str, String)>,
@@ -409,7 +420,8 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
         }
         let (obs, session) = send_step(&shared, step).await;
         if let (true, Some(s)) = (shared.series.close_each, &session) {
-            let status = session_status(&shared.url, &shared.settings, s, "DELETE").await;
+            let status =
+                session_status(&shared.url, &shared.settings, s, hyper::Method::DELETE).await;
             *crate::sync::lock(&steps.deletes).entry(status).or_default() += 1;
         }
         if let Some(s) = session {
@@ -419,7 +431,7 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
             }
         }
         steps.done.fetch_add(1, Ordering::SeqCst);
-        let status = obs.http.as_ref().map(|h| h.status);
+        let status = obs.answer.http.as_ref().map(|h| h.status);
         let capped = status.is_some_and(|s| cap.iter().any(|c: &StatusPattern| c.matches(s)));
         if capped {
             let mut at = crate::sync::lock(&steps.capped_at);
@@ -429,7 +441,7 @@ async fn step_loop(shared: Arc<Shared>, steps: Arc<Steps>) {
             steps.stop.store(true, Ordering::SeqCst);
         }
         // A target that no longer takes connections will not take the rest either.
-        if matches!(obs.ending, Ending::Unreachable(_)) {
+        if matches!(obs.answer.ending, Ending::Unreachable(_)) {
             steps.stop.store(true, Ordering::SeqCst);
         }
         keep_kind(&steps, step, obs, capped);
@@ -444,25 +456,27 @@ impl Shared {
             case,
             url,
             settings,
+            client,
+            modern,
+            method,
             hs,
             learned,
             tag,
             ..
         } = self;
         let hs = hs.as_ref();
-        let method = case.spec.request.method.as_deref().unwrap_or("POST");
-        let mut ph = learned_placeholders(url, settings, hs, None);
+        let mut ph = learned_placeholders(url, client, hs, None);
         for (name, value) in learned {
             ph.set(name, value.clone());
         }
         ph.set("step", step.to_string())
             .set("fresh", format!("g{tag}-{step}"));
-        obs.learned = ph.values_of(LEARNED);
+        obs.sent.learned = ph.values_of(LEARNED);
         let sent = Sent {
             url,
             settings,
             handshake: hs,
-            modern: modern_setup(case, settings),
+            modern: *modern,
             placeholders: &ph,
             method,
             caller: case.spec.caller,
@@ -489,7 +503,7 @@ pub(super) async fn send_step_by(
     let deadline = (Instant::now() + settings.case_deadline(&shared.case)).min(by);
     let mut session = None;
     // A GET's answer is a stream that answers nothing and may never end: its head is the answer.
-    let read = if shared.case.spec.request.method.as_deref() == Some("GET") {
+    let read = if shared.method == hyper::Method::GET {
         SseRead::HeadOnly
     } else {
         SseRead::ToFirstResponse
@@ -503,9 +517,9 @@ pub(super) async fn send_step_by(
                 session = resp.header("mcp-session-id").map(str::to_string);
             }
         }
-        Err(e) if e.is_timeout() => obs.ending = Ending::TimedOut,
-        Err(TransportError::Connect(e)) => obs.ending = Ending::Unreachable(e.to_string()),
-        Err(_) => obs.ending = Ending::Closed,
+        Err(e) if e.is_timeout() => obs.answer.ending = Ending::TimedOut,
+        Err(TransportError::Connect(e)) => obs.answer.ending = Ending::Unreachable(e.to_string()),
+        Err(_) => obs.answer.ending = Ending::Closed,
     }
     (obs, session)
 }
@@ -545,8 +559,9 @@ pub(super) fn keep_kind_in(kinds: &mut Vec<StepKind>, step: u32, obs: Observatio
 /// What tells one kind of answer from another: the HTTP status, the first JSON-RPC error code
 /// (or that a result came), and how the exchange ended.
 pub(super) fn kind_key(obs: &Observation) -> String {
-    let status = obs.http.as_ref().map_or(0, |h| h.status);
+    let status = obs.answer.http.as_ref().map_or(0, |h| h.status);
     let answer = obs
+        .answer
         .messages
         .iter()
         .find_map(|m| {
@@ -563,13 +578,13 @@ pub(super) fn kind_key(obs: &Observation) -> String {
             }
         })
         .unwrap_or_else(|| "no message".into());
-    let ending = match &obs.ending {
+    let ending = match &obs.answer.ending {
         Ending::Answered => "answered",
         Ending::TimedOut => "timed out",
         Ending::Closed => "closed",
         Ending::Unreachable(_) => "unreachable",
     };
-    match obs.http {
+    match obs.answer.http {
         Some(_) => format!("HTTP {status}, {answer}, {ending}"),
         None => format!("{answer}, {ending}"),
     }
@@ -654,8 +669,14 @@ pub(super) struct Pings {
     pub(super) refusals: Vec<String>,
 }
 
-/// The status a request naming `session` gets: `POST` a ping in it, or `DELETE` it.
-async fn session_status(url: &HttpUrl, settings: &Speaking, session: &str, method: &str) -> u16 {
+/// The status a request naming `session` gets: `DELETE` it, or (any other method) `POST` a
+/// ping in it.
+async fn session_status(
+    url: &HttpUrl,
+    settings: &Speaking,
+    session: &str,
+    method: hyper::Method,
+) -> u16 {
     let hs = Handshake {
         session: Some(session.to_string()),
         version: settings.version.to_string(),
@@ -664,8 +685,8 @@ async fn session_status(url: &HttpUrl, settings: &Speaking, session: &str, metho
     let ping = own_request(settings, PROBE_ID, liveness_method(settings));
     let headers = standard_headers(url, settings, Some(&hs), Some(&ping));
     let wire = match method {
-        "DELETE" => Wire::Request {
-            method: "DELETE".into(),
+        hyper::Method::DELETE => Wire::Request {
+            method,
             path: url.path.clone(),
             headers,
             body: crate::case::Body::from_bytes(Vec::new()),

@@ -21,37 +21,36 @@ const SYNC_EVERY: u32 = 50;
 
 /// Run `case`'s series over a fresh process of `target`.
 pub(super) async fn run_stdio_series(
-    case: &Case,
+    t: &Facts<'_>,
     series: &SeriesSpec,
     target: &StdioTarget<'_>,
-    settings: &Speaking,
     witness: Option<&WitnessView>,
     check_alive: bool,
 ) -> Observation {
+    let (case, settings) = (t.case, t.settings);
     let mut obs = Observation::new(crate::case::TransportKind::Stdio);
     let end = budget_end(series, settings);
     let (proc, own_log) = match start_process(case, target, end) {
         Ok(started) => started,
         Err(e) => {
-            obs.ending = Ending::Unreachable(chain(&e));
+            obs.answer.ending = Ending::Unreachable(chain(&e));
             return obs;
         }
     };
     let witness = own_log.as_ref().or(witness);
     let mut one = OneProcess {
         proc,
-        case,
-        settings,
-        ph: client_placeholders(settings),
+        t,
+        ph: t.client.clone(),
         end,
         synced: 0,
     };
     if let Err(why) = one.prepare(series).await {
         match why {
-            Prepared::Failed(e) => obs.setup_error = Some(e),
-            Prepared::Inapplicable(e) => obs.inapplicable = Some(e),
+            Prepared::Failed(e) => obs.sent.setup_error = Some(e),
+            Prepared::Inapplicable(e) => obs.sent.inapplicable = Some(e),
         }
-        obs.stderr_tail = one.proc.stderr_tail();
+        obs.after.stderr_tail = one.proc.stderr_tail();
         one.proc.kill().await;
         return obs;
     }
@@ -73,25 +72,25 @@ pub(super) async fn run_stdio_series(
     let mut obs = kinds.first().map_or_else(
         || {
             let mut o = Observation::new(crate::case::TransportKind::Stdio);
-            o.setup_error = Some("the series sent no step before its budget ran out".into());
+            o.sent.setup_error = Some("the series sent no step before its budget ran out".into());
             o
         },
         |k| (*k.observation).clone(),
     );
     seen.kinds = kinds;
-    if check_alive && obs.setup_error.is_none() {
-        obs.alive = Some(alive.is_ok());
-        obs.alive_detail = alive.err();
+    if check_alive && obs.sent.setup_error.is_none() {
+        obs.after.alive = Some(alive.is_ok());
+        obs.after.alive_detail = alive.err();
     }
     // Behind a gate: what reached the witness during the steps, less the runner's own pings
     // (by their id, or by their count where the gate gives ids of its own).
-    obs.witness = witness.zip(mark).map(|(w, m)| {
-        let method = obs.request_method.as_deref();
+    obs.after.witness = witness.zip(mark).map(|(w, m)| {
+        let method = obs.sent.method.as_deref();
         steps_forwarded(w.since(m), method, settings, one.synced)
     });
-    obs.stderr_tail = one.proc.stderr_tail();
+    obs.after.stderr_tail = one.proc.stderr_tail();
     one.proc.kill().await;
-    obs.series = Some(Box::new(seen));
+    obs.answer.series = Some(Box::new(seen));
     obs
 }
 
@@ -104,8 +103,8 @@ enum Prepared {
 /// The one process a stdio series speaks to, and what every step is written with.
 struct OneProcess<'a> {
     proc: StdioProcess,
-    case: &'a Case,
-    settings: &'a Speaking,
+    /// The trial's facts: its case, settings, era and handshake version.
+    t: &'a Facts<'a>,
     /// The placeholders every step starts from (the handshake's version, what `discover`
     /// learned).
     ph: Placeholders,
@@ -117,12 +116,13 @@ struct OneProcess<'a> {
 impl OneProcess<'_> {
     /// The handshake (legacy lanes, `session: initialized`) and what `discover` learns.
     async fn prepare(&mut self, series: &SeriesSpec) -> Result<(), Prepared> {
-        let (case, settings) = (self.case, self.settings);
+        let (case, settings) = (self.t.case, self.t.settings);
         let deadline = settings.case_ends(case).min(self.end);
-        if case.spec.session == SessionMode::Initialized && modern_setup(case, settings).is_none() {
+        if case.spec.session == SessionMode::Initialized && self.t.modern.is_none() {
             let mut lines = Vec::new();
             let proc = &mut self.proc;
-            handshake(proc, case, settings, deadline, &mut lines, &mut self.ph)
+            let version = self.t.handshake.version;
+            handshake(proc, version, deadline, &mut lines, &mut self.ph)
                 .await
                 .map_err(Prepared::Failed)?;
         }
@@ -171,10 +171,10 @@ impl OneProcess<'_> {
                 break;
             }
             let obs = self.step(request, step, &tag).await;
-            let gone = matches!(obs.ending, Ending::Closed | Ending::Unreachable(_));
+            let gone = matches!(obs.answer.ending, Ending::Closed | Ending::Unreachable(_));
             // Notifications are not answered: every so many, the runner waits until the
             // process has read them, so that a sample shows what the steps so far left.
-            let synced = !obs.expects_response && (step + 1) % SYNC_EVERY == 0;
+            let synced = !obs.sent.expects_response && (step + 1) % SYNC_EVERY == 0;
             keep_kind_in(&mut kinds, step, obs, false);
             seen.sent += 1;
             if synced && self.sync().await.is_err() {
@@ -199,24 +199,23 @@ impl OneProcess<'_> {
 
     /// Step `step`: written, and its answer read (with the lines that came before it).
     async fn step(&mut self, request: &RequestSpec, step: u32, tag: &str) -> Observation {
-        let (case, settings) = (self.case, self.settings);
+        let (case, settings) = (self.t.case, self.t.settings);
         let mut ph = self.ph.clone();
         ph.set("step", step.to_string())
             .set("fresh", format!("g{tag}-{step}"));
         let mut obs = Observation::new(crate::case::TransportKind::Stdio);
-        obs.learned = ph.values_of(LEARNED);
-        let modern = modern_setup(case, settings);
+        obs.sent.learned = ph.values_of(LEARNED);
         let mut body = case_body(
             &ph,
             request.body.as_ref(),
-            modern,
+            self.t.modern,
             settings,
             case.spec.caller,
         );
-        note_request(&mut obs, &body, settings);
+        note_request(&mut obs.sent, &body, settings);
         body.push(bytes::Bytes::from_static(b"\n"));
         self.proc.send(body).await;
-        let Some(id) = obs.request_id.clone().filter(|_| obs.expects_response) else {
+        let Some(id) = obs.sent.id.clone().filter(|_| obs.sent.expects_response) else {
             return obs;
         };
         let deadline = (Instant::now() + settings.case_deadline(case)).min(self.end);
@@ -224,7 +223,7 @@ impl OneProcess<'_> {
         loop {
             match self.proc.read_line(deadline).await {
                 Ok(Line::Eof) => {
-                    obs.ending = Ending::Closed;
+                    obs.answer.ending = Ending::Closed;
                     break;
                 }
                 Ok(line) => {
@@ -235,7 +234,7 @@ impl OneProcess<'_> {
                     }
                 }
                 Err(e) => {
-                    obs.ending = if e.is_timeout() {
+                    obs.answer.ending = if e.is_timeout() {
                         Ending::TimedOut
                     } else {
                         Ending::Closed
@@ -251,7 +250,7 @@ impl OneProcess<'_> {
     /// A request of the runner's own, answered: every step before it was read. Why not, when
     /// it was not.
     async fn sync(&mut self) -> Result<(), String> {
-        let settings = self.settings;
+        let settings = self.t.settings;
         let deadline = Instant::now() + settings.probe_timeout.max(Duration::from_secs(5));
         let ping = own_request(settings, PROBE_ID, liveness_method(settings));
         self.proc.send(line_body(&ping)).await;
