@@ -187,18 +187,84 @@ pub struct AuthInputs {
     pub subject: Option<String>,
 }
 
-/// The tokens `auth/` cases name, by placeholder (the case loader knows them from here).
-pub const TOKEN_PLACEHOLDERS: &[&str] = &[
-    "token_good",
-    "token_alg_none",
-    "token_bad_signature",
-    "token_expired",
-    "token_not_yet_valid",
-    "token_wrong_audience",
-    "token_wrong_issuer",
-    "token_hmac_public_key",
-    "token_other_subject",
-];
+/// Declares [`TokenKind`] with the placeholder each fills, the one spelling of its name.
+macro_rules! token_kinds {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
+        /// What a token a run holds is; a case names it by the placeholder it fills.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum TokenKind {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl TokenKind {
+            /// Every kind, in declaration order.
+            pub const ALL: &[TokenKind] = &[$(TokenKind::$variant),*];
+
+            /// The placeholder it fills in a case (`{{token_good}}`).
+            pub const fn placeholder(self) -> &'static str {
+                match self {
+                    $(TokenKind::$variant => $name,)*
+                }
+            }
+        }
+
+        /// The tokens `auth/` cases name, by placeholder (the case loader knows them from here).
+        pub const TOKEN_PLACEHOLDERS: &[&str] = &[$($name),*];
+    };
+}
+
+token_kinds! {
+    /// The endpoint's good token: given (`--auth-token`) or minted.
+    Good => "token_good",
+    /// The good token with `alg: none` and no signature.
+    AlgNone => "token_alg_none",
+    /// The good token with its signature broken.
+    BadSignature => "token_bad_signature",
+    /// Minted: expired an hour ago.
+    Expired => "token_expired",
+    /// Minted: valid only from an hour from now.
+    NotYetValid => "token_not_yet_valid",
+    /// Minted for another resource.
+    WrongAudience => "token_wrong_audience",
+    /// Minted under another issuer's name.
+    WrongIssuer => "token_wrong_issuer",
+    /// HMAC-signed with the issuer's public key as the secret.
+    HmacPublicKey => "token_hmac_public_key",
+    /// Minted, good, for another user.
+    OtherSubject => "token_other_subject",
+}
+
+/// The tokens a run holds, each by its kind, in the order they were made. Secrets, like
+/// `--header` values: never shown in any output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthTokens(Vec<(TokenKind, String)>);
+
+impl AuthTokens {
+    /// The token of `kind`, when the run holds one.
+    pub fn get(&self, kind: TokenKind) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, t)| t.as_str())
+    }
+
+    pub fn has(&self, kind: TokenKind) -> bool {
+        self.get(kind).is_some()
+    }
+
+    /// Every token with its kind, in the order they were made.
+    pub fn iter(&self) -> impl Iterator<Item = (TokenKind, &str)> {
+        self.0.iter().map(|(k, t)| (*k, t.as_str()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn push(&mut self, kind: TokenKind, token: String) {
+        self.0.push((kind, token));
+    }
+}
 
 impl AuthInputs {
     /// The good token: the one given, or one minted.
@@ -236,18 +302,18 @@ impl AuthInputs {
         }
     }
 
-    /// Every token placeholder the inputs can fill, with its value.
-    pub fn tokens(&self) -> Result<Vec<(&'static str, String)>, AuthInputError> {
-        let mut out = Vec::new();
+    /// Every token the inputs can make, by kind.
+    pub fn tokens(&self) -> Result<AuthTokens, AuthInputError> {
+        let mut out = AuthTokens::default();
         let Some(good) = self.good()? else {
             return Ok(out);
         };
         // An opaque token (checked by introspection, say) has no header or signature to alter.
         if let (Ok(none), Ok(broken)) = (alg_none(&good), bad_signature(&good)) {
-            out.push(("token_alg_none", none));
-            out.push(("token_bad_signature", broken));
+            out.push(TokenKind::AlgNone, none);
+            out.push(TokenKind::BadSignature, broken);
         }
-        out.push(("token_good", good));
+        out.push(TokenKind::Good, good);
         if let Some((issuer, aud)) = &self.issuer {
             let base = self.claims(issuer, aud);
             let t = now();
@@ -271,19 +337,19 @@ impl AuthInputs {
                 iss: format!("{}/another-issuer", issuer.issuer.trim_end_matches('/')),
                 ..base.clone()
             };
-            out.push(("token_expired", issuer.mint(&expired)?));
-            out.push(("token_not_yet_valid", issuer.mint(&early)?));
-            out.push(("token_wrong_audience", issuer.mint(&other_aud)?));
-            out.push(("token_wrong_issuer", issuer.mint(&other_iss)?));
-            out.push((
-                "token_hmac_public_key",
+            out.push(TokenKind::Expired, issuer.mint(&expired)?);
+            out.push(TokenKind::NotYetValid, issuer.mint(&early)?);
+            out.push(TokenKind::WrongAudience, issuer.mint(&other_aud)?);
+            out.push(TokenKind::WrongIssuer, issuer.mint(&other_iss)?);
+            out.push(
+                TokenKind::HmacPublicKey,
                 issuer.mint_hmac_with_public_key(&base)?,
-            ));
+            );
             let other_subject = Claims {
                 sub: "gauntlet-another-user".into(),
                 ..base.clone()
             };
-            out.push(("token_other_subject", issuer.mint(&other_subject)?));
+            out.push(TokenKind::OtherSubject, issuer.mint(&other_subject)?);
         }
         Ok(out)
     }

@@ -9,7 +9,7 @@ use crate::report::baseline::{Baseline, Decision};
 use crate::report::{self, Collector, Record, RunInfo, RunProfile, TrialVerdict};
 use crate::settings::{Settings, Speaking};
 pub use crate::target::Target;
-use crate::target::{self, Lane, Restarts};
+use crate::target::{self, Lane, NotRun, Restarts};
 use crate::trial::Judging;
 use crate::verdict::{self, Status};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -104,9 +104,8 @@ impl Default for RunOptions {
 pub struct RunOutcome {
     pub failed: bool,
     pub records: Vec<Record>,
-    /// Trials not run because their target died and was not brought back: why (`not run: the
-    /// target stopped accepting connections after [lane] case`), and how many.
-    pub not_run: Vec<(String, usize)>,
+    /// Trials not run because their target died and was not brought back: why, and how many.
+    pub not_run: Vec<(NotRun, usize)>,
     /// Every trial the run selected was not applicable to the target (a filter of gate-profile
     /// cases against a server, say): nothing was tested, which is not a pass.
     pub tested_nothing: bool,
@@ -206,7 +205,7 @@ pub fn run(opts: RunOptions) -> Result<RunOutcome, RunError> {
     drop(counter);
     shared.restarts.stop();
     let records = shared.collector.records();
-    let not_run: Vec<(String, usize)> = crate::sync::lock(&shared.not_run)
+    let not_run: Vec<(NotRun, usize)> = crate::sync::lock(&shared.not_run)
         .iter()
         .map(|(why, n)| (why.clone(), *n))
         .collect();
@@ -360,7 +359,7 @@ fn run_info(opts: &RunOptions, target: &str, picked: &target::Picked) -> RunInfo
 /// printed no trial lines, first lists the failed trials and always prints its counts.
 fn end_text(
     records: &[Record],
-    not_run: &[(String, usize)],
+    not_run: &[(NotRun, usize)],
     opts: &RunOptions,
     info: &RunInfo,
     shared: &Shared,
@@ -461,9 +460,8 @@ fn run_settings(opts: &RunOptions) -> Result<Settings, RunError> {
     }
     let good = settings
         .auth_tokens
-        .iter()
-        .find(|(n, _)| *n == "token_good")
-        .map(|(_, t)| t.clone());
+        .get(crate::auth::TokenKind::Good)
+        .map(str::to_string);
     // A gate that reads the caller from the bearer token gets the identity's token instead.
     let has_authorization = settings
         .extra_headers
@@ -487,7 +485,7 @@ fn secrets_of(settings: &Settings) -> Vec<String> {
         .extra_headers
         .iter()
         .map(|(_, v)| v.clone())
-        .chain(settings.auth_tokens.iter().map(|(_, t)| t.clone()))
+        .chain(settings.auth_tokens.iter().map(|(_, t)| t.to_string()))
         .chain(
             settings
                 .identity
@@ -512,7 +510,7 @@ struct Shared {
     /// Each entry also names its target (lanes over one target share their `serial` lock).
     in_flight: std::sync::Mutex<Vec<InFlight>>,
     /// Trials not run because their target was down, by the reason they were given.
-    not_run: std::sync::Mutex<std::collections::BTreeMap<String, usize>>,
+    not_run: std::sync::Mutex<std::collections::BTreeMap<NotRun, usize>>,
     /// Trials finished (run, or found not runnable), for the live counter.
     done: Arc<std::sync::atomic::AtomicUsize>,
 }
@@ -668,11 +666,10 @@ impl OneTrial {
         let (case, lane, shared) = (&self.case, &*self.lane, &*self.shared);
         // A target that died earlier in the run: this trial is not run, and says why.
         if let Some(why) = lane.down() {
-            *crate::sync::lock(&shared.not_run)
-                .entry(why.clone())
-                .or_default() += 1;
-            self.keep(self.setup_record(Status::Warn, &why));
-            return Ok(Completion::ignored_with(why));
+            let said = why.to_string();
+            *crate::sync::lock(&shared.not_run).entry(why).or_default() += 1;
+            self.keep(self.setup_record(Status::Warn, &said));
+            return Ok(Completion::ignored_with(said));
         }
         if Instant::now() > shared.deadline {
             let msg = "the run's total deadline passed before this case started";
@@ -816,7 +813,7 @@ fn write_outputs(
     opts: &RunOptions,
     info: &RunInfo,
     records: &[Record],
-    not_run: &[(String, usize)],
+    not_run: &[(NotRun, usize)],
     catalogue: &Catalogue,
     secrets: &[String],
 ) -> Result<(), RunError> {
@@ -844,7 +841,7 @@ fn write_outputs(
         };
         let not_run: Vec<(String, usize)> = not_run
             .iter()
-            .map(|(why, n)| (report::redact(why, secrets), *n))
+            .map(|(why, n)| (report::redact(&why.to_string(), secrets), *n))
             .collect();
         let text = report::step_summary(&info, records, &not_run);
         append(path, &text).map_err(|source| RunError::Write {

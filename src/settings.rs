@@ -113,7 +113,7 @@ pub struct Settings {
     pub exact_codes: bool,
     /// The tokens `auth/` cases name (`token_good`, `token_expired`, ...), from the run's auth
     /// inputs; secrets, like `extra_headers`.
-    pub auth_tokens: Vec<(&'static str, String)>,
+    pub auth_tokens: crate::auth::AuthTokens,
     /// A tool the good token's scopes do not cover (`--auth-scoped-tool`).
     pub scoped_tool: Option<String>,
 }
@@ -163,14 +163,15 @@ impl Settings {
     /// Whether the run knows enough of the endpoint's authorization for a case that needs
     /// `need`.
     pub(crate) fn has_auth(&self, need: Option<crate::case::AuthNeed>) -> bool {
+        use crate::auth::TokenKind;
         use crate::case::AuthNeed;
-        let has = |name: &str| self.auth_tokens.iter().any(|(n, _)| *n == name);
+        let has = |kind| self.auth_tokens.has(kind);
         match need {
             None => true,
-            Some(AuthNeed::Token) => has("token_good"),
-            Some(AuthNeed::Jwt) => has("token_alg_none"),
-            Some(AuthNeed::Issuer) => has("token_expired"),
-            Some(AuthNeed::Scope) => has("token_good") && self.scoped_tool.is_some(),
+            Some(AuthNeed::Token) => has(TokenKind::Good),
+            Some(AuthNeed::Jwt) => has(TokenKind::AlgNone),
+            Some(AuthNeed::Issuer) => has(TokenKind::Expired),
+            Some(AuthNeed::Scope) => has(TokenKind::Good) && self.scoped_tool.is_some(),
         }
     }
 }
@@ -240,7 +241,7 @@ impl Default for Settings {
             codes: CodeTable::LEGACY,
             modern_codes: CodeTable::MODERN,
             exact_codes: false,
-            auth_tokens: Vec::new(),
+            auth_tokens: crate::auth::AuthTokens::default(),
             scoped_tool: None,
         }
     }

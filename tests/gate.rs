@@ -553,8 +553,12 @@ fn jwt_access_tokens_are_checked_as_an_oauth_resource_server() {
         scopes: "mcp".into(),
         ..AuthInputs::default()
     };
-    let tokens: std::collections::BTreeMap<&str, String> =
-        inputs.tokens().unwrap().into_iter().collect();
+    let tokens: std::collections::BTreeMap<&str, String> = inputs
+        .tokens()
+        .unwrap()
+        .iter()
+        .map(|(kind, token)| (kind.placeholder(), token.to_string()))
+        .collect();
     let bearer = |t: &str| format!("Authorization: Bearer {t}\r\n");
     let meta = "https://gate.test/.well-known/oauth-protected-resource/mcp";
 

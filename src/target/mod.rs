@@ -498,7 +498,10 @@ mod tests {
         assert!(others.iter().all(|o| found.contains(o.as_str())), "{found}");
         let l = lane(11);
         restarts.mark_dead(&l, "batch/c", after, &others);
-        assert!(l.down().is_some_and(|d| d.contains("[http] batch/c")));
+        assert_eq!(
+            l.down().map(|d| d.died_during),
+            Some(format!("[{}] batch/c", l.id))
+        );
         let alone = Restarts::new(None).mark_dead(&lane(10), "batch/c", after, &[]);
         assert!(!alone.contains("beside"), "{alone}");
         // Nothing could bring it back, and the reason is a kind, not a sentence.

@@ -341,10 +341,26 @@ impl Lane {
     }
 
     /// Why a trial on this lane is not run: its target died earlier and was not brought back.
-    pub fn down(&self) -> Option<String> {
-        let killer = crate::sync::lock(&self.died_during).clone()?;
-        Some(format!(
-            "not run: the target stopped accepting connections after {killer}"
-        ))
+    pub fn down(&self) -> Option<NotRun> {
+        let died_during = crate::sync::lock(&self.died_during).clone()?;
+        Some(NotRun { died_during })
+    }
+}
+
+/// Why a trial was not run: its lane's target died during an earlier trial and was not brought
+/// back. Said as `not run: the target stopped accepting connections after [lane] case`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NotRun {
+    /// The trial it died during, `[lane] case`.
+    pub died_during: String,
+}
+
+impl std::fmt::Display for NotRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "not run: the target stopped accepting connections after {}",
+            self.died_during
+        )
     }
 }

@@ -5,6 +5,7 @@
 //! them), so no two readers decide one fact apart.
 
 use super::{liveness_method, meta_placeholder, set_prompt_names, set_tool_names};
+use crate::auth::TokenKind;
 use crate::case::{Case, Placeholders, SessionMode};
 use crate::settings::Speaking;
 use crate::versions::{self, Version};
@@ -110,9 +111,9 @@ fn own_placeholders(settings: &Speaking) -> Placeholders {
     // A raw request's header line carrying the good token (empty without one), so raw framing
     // cases reach an endpoint that wants a token.
     let mut auth_header = String::new();
-    for (name, token) in &settings.auth_tokens {
-        p.set(name, token.clone());
-        if *name == "token_good" {
+    for (kind, token) in settings.auth_tokens.iter() {
+        p.set(kind.placeholder(), token);
+        if kind == TokenKind::Good {
             auth_header = format!("Authorization: Bearer {token}\r\n");
         }
     }
