@@ -82,7 +82,7 @@ pub struct GateConfig {
     /// The protocol versions the gate speaks: legacy ones through `initialize`, modern ones per
     /// request. Anything else is refused (-32022).
     #[serde(default = "default_versions")]
-    pub versions: Vec<String>,
+    pub versions: Vec<crate::Version>,
     /// SHA-256 hex digests of accepted bearer tokens. Empty: no authentication.
     #[serde(default)]
     pub bearer_sha256: Vec<String>,
@@ -109,11 +109,8 @@ pub struct TlsFiles {
     pub key: String,
 }
 
-fn default_versions() -> Vec<String> {
-    crate::era::DEFAULT_VERSIONS
-        .iter()
-        .map(|v| v.to_string())
-        .collect()
+fn default_versions() -> Vec<crate::Version> {
+    crate::era::DEFAULT_VERSIONS.to_vec()
 }
 
 fn default_listen() -> String {
@@ -197,7 +194,7 @@ impl GateConfig {
         if self.deadlines.session_idle_ms == 0 || self.deadlines.max_sessions == 0 {
             return Err(ConfigError::Sessions);
         }
-        let known = |v: &String| crate::era::DEFAULT_VERSIONS.contains(&v.as_str());
+        let known = |v: &crate::Version| crate::era::DEFAULT_VERSIONS.contains(v);
         if self.versions.is_empty() || !self.versions.iter().all(known) {
             return Err(ConfigError::Versions);
         }

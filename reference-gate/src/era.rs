@@ -7,22 +7,92 @@
 use crate::canonical::{Canonical, Json, Message};
 use base64::Engine as _;
 
+/// A protocol version: a `YYYY-MM-DD` name, ordered as the names sort. The gate's one version
+/// type: what it speaks, what a session agreed and what a downstream answered are all one;
+/// text from the wire (a header, a `_meta` claim, a requested version) is parsed into one at the
+/// edge, and text that is not a version is never one the gate speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    year: u16,
+    month: u8,
+    day: u8,
+}
+
+impl Version {
+    pub const fn new(year: u16, month: u8, day: u8) -> Version {
+        Version { year, month, day }
+    }
+
+    /// `YYYY-MM-DD`, digits and dashes only (a name that sorts as a date, not checked as one).
+    pub fn parse(text: &str) -> Option<Version> {
+        let b = text.as_bytes();
+        let shaped = b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                _ => c.is_ascii_digit(),
+            });
+        if !shaped {
+            return None;
+        }
+        Some(Version {
+            year: text[0..4].parse().ok()?,
+            month: text[5..7].parse().ok()?,
+            day: text[8..10].parse().ok()?,
+        })
+    }
+
+    /// At or after 2026-07-28: no handshake, the version named in every request.
+    pub fn is_modern(self) -> bool {
+        self >= MODERN_FIRST
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+impl serde::Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Version, D::Error> {
+        let text = String::deserialize(d)?;
+        Version::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{text}` is not a protocol version (YYYY-MM-DD)"))
+        })
+    }
+}
+
+/// The first version without a handshake.
+pub(crate) const MODERN_FIRST: Version = Version::new(2026, 7, 28);
 /// Versions the gate speaks unless configured otherwise, oldest first.
-pub(crate) const DEFAULT_VERSIONS: &[&str] = &["2025-06-18", "2025-11-25", MODERN_FIRST];
+pub(crate) const DEFAULT_VERSIONS: &[Version] = &[
+    Version::new(2025, 6, 18),
+    Version::new(2025, 11, 25),
+    MODERN_FIRST,
+];
 /// Every published version with a handshake, oldest first (the gate speaks only some of them).
-pub(crate) const KNOWN_LEGACY: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) const KNOWN_LEGACY: &[Version] = &[
+    Version::new(2024, 11, 5),
+    Version::new(2025, 3, 26),
+    Version::new(2025, 6, 18),
+    Version::new(2025, 11, 25),
+];
 
 /// Whether a legacy session that agreed `negotiated` takes a request whose
 /// `MCP-Protocol-Version` header says `header`: the agreed version, or an older published one
 /// (the specification says a client SHOULD send the agreed one, and SDK clients send older ones
 /// for requests they build by hand). The header is validated, never trusted: the gate forwards
 /// under the agreed version and its own headers, and its rules do not depend on the header.
-pub(crate) fn session_accepts_header(negotiated: &str, header: &str) -> bool {
-    header == negotiated || (KNOWN_LEGACY.contains(&header) && header < negotiated)
+pub(crate) fn session_accepts_header(negotiated: Version, header: &str) -> bool {
+    Version::parse(header)
+        .is_some_and(|h| h == negotiated || (KNOWN_LEGACY.contains(&h) && h < negotiated))
 }
-
-/// The first version without a handshake.
-pub(crate) const MODERN_FIRST: &str = "2026-07-28";
 
 pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub(crate) const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -34,15 +104,9 @@ pub(crate) const UNSUPPORTED_VERSION: i64 = -32022;
 /// Methods whose `Mcp-Name` header mirrors `params.name` (or `params.uri`).
 pub(crate) const NAMED_METHODS: &[&str] = &["tools/call", "resources/read", "prompts/get"];
 
-/// `YYYY-MM-DD` at or after 2026-07-28.
+/// Text that names a modern version (`YYYY-MM-DD` at or after 2026-07-28).
 pub(crate) fn is_modern(version: &str) -> bool {
-    let b = version.as_bytes();
-    let shaped = b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            _ => c.is_ascii_digit(),
-        });
-    shaped && version >= MODERN_FIRST
+    Version::parse(version).is_some_and(Version::is_modern)
 }
 
 fn params(message: &Message) -> Option<&Vec<(String, Json)>> {
@@ -300,6 +364,30 @@ mod tests {
         );
         let encoded_ok = headers(v, m, &[b64.as_bytes()]);
         assert_eq!(check_binding(&c, encoded_ok.as_slice()), Ok(()));
+    }
+
+    #[test]
+    fn a_version_is_read_and_written_as_its_name() {
+        for text in ["2024-11-05", "2025-06-18", "2026-07-28", "0000-00-00"] {
+            let v = Version::parse(text).expect("a version");
+            assert_eq!(v.to_string(), text);
+            let json = serde_json::to_string(&v).expect("serializes");
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<Version>(&json).ok(), Some(v));
+        }
+        for text in ["2026-7-28", "2026-07-28 ", "x", "", "2026/07/28", "२०२६-07-28"] {
+            assert_eq!(Version::parse(text), None, "{text:?}");
+            assert!(serde_json::from_str::<Version>(&format!("{text:?}")).is_err());
+        }
+        assert!(KNOWN_LEGACY.windows(2).all(|w| w[0] < w[1]));
+        assert!(DEFAULT_VERSIONS.windows(2).all(|w| w[0] < w[1]));
+        assert!(MODERN_FIRST.is_modern() && !KNOWN_LEGACY.iter().any(|v| v.is_modern()));
+        let agreed = Version::new(2025, 11, 25);
+        assert!(session_accepts_header(agreed, "2025-11-25"));
+        assert!(session_accepts_header(agreed, "2025-06-18"));
+        assert!(!session_accepts_header(agreed, "2026-07-28"));
+        assert!(!session_accepts_header(agreed, "2025-01-01"));
+        assert!(!session_accepts_header(agreed, "2025-11-25 "));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod canonical;
 pub mod cli;
 pub mod config;
 pub(crate) mod era;
+pub use era::Version;
 pub mod faults;
 pub mod forward;
 pub mod front;

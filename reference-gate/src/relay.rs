@@ -35,7 +35,7 @@ pub(crate) struct Opener {
     /// The canonical `initialize` to open it with.
     pub init: Vec<u8>,
     /// The version the client was told: the downstream must agree to it.
-    pub version: String,
+    pub version: crate::Version,
 }
 
 /// The gate's state for one client session.
@@ -108,9 +108,9 @@ impl Session {
                     .and_then(|v| {
                         v.pointer("/result/protocolVersion")
                             .and_then(|v| v.as_str())
-                            .map(str::to_string)
+                            .and_then(crate::Version::parse)
                     });
-                if agreed.as_deref() != Some(o.version.as_str()) {
+                if agreed != Some(o.version) {
                     d.close().await;
                     return Err(ForwardError::BadAnswer);
                 }

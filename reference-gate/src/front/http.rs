@@ -747,7 +747,7 @@ fn admit(
     };
     match header_version {
         None => {}
-        Some(v) if era::session_accepts_header(&negotiated, v) => {}
+        Some(v) if era::session_accepts_header(negotiated, v) => {}
         _ => {
             return Err(refuse(
                 StatusCode::BAD_REQUEST,
@@ -824,7 +824,7 @@ impl HttpFront {
     fn keep_session(
         &self,
         answer: &mut Answer,
-        version: String,
+        version: crate::Version,
         state: Arc<Session>,
         credentials: &Credentials,
     ) {

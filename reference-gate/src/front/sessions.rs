@@ -29,7 +29,7 @@ impl Default for SessionLimits {
 /// One client session: the version it agreed, its state, and the principal that opened it.
 #[derive(Clone)]
 pub(crate) struct ClientSession {
-    pub version: String,
+    pub version: crate::Version,
     pub state: Arc<Session>,
     pub principal: Option<String>,
 }
@@ -209,7 +209,7 @@ mod tests {
 
     fn session() -> ClientSession {
         ClientSession {
-            version: "2025-11-25".into(),
+            version: crate::Version::new(2025, 11, 25),
             state: Session::new(None),
             principal: None,
         }

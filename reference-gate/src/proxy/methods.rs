@@ -71,23 +71,14 @@ impl Proxy {
                 Handled::Local,
             );
         };
-        let newest_legacy = self
-            .versions
-            .iter()
-            .filter(|v| !era::is_modern(v))
-            .max()
-            .cloned();
+        let newest_legacy = self.versions.iter().filter(|v| !v.is_modern()).max();
         let Some(newest_legacy) = newest_legacy else {
             return r.answer(
                 self.unsupported(Some(r.id), Some(&requested)),
                 Handled::Refused,
             );
         };
-        let version = if self.speaks_legacy(&requested) {
-            requested
-        } else {
-            newest_legacy
-        };
+        let version = self.legacy_named(&requested).unwrap_or(*newest_legacy);
         let answer = format!(
             r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{"listChanged":false}}}},"serverInfo":{{"name":"reference-gate","version":"{}"}}}}"#,
             env!("CARGO_PKG_VERSION")

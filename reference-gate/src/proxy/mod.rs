@@ -3,7 +3,7 @@
 
 use crate::canonical::{self, Canonical, Id, Json, Limits, Message};
 use crate::config::ErrorCodes;
-use crate::era::{self, Claim};
+use crate::era::{self, Claim, Version};
 use crate::forward::{Event, Events, ForwardError, Forwarder};
 use crate::policy::{ActionKind, Engine};
 use crate::relay::{self, error_bytes, RelayCtx, Relayed, Session, Step};
@@ -20,7 +20,7 @@ mod tool_call;
 use request::Request;
 
 /// Protocol versions the gate speaks to clients unless configured otherwise, oldest first.
-pub const SUPPORTED_VERSIONS: &[&str] = era::DEFAULT_VERSIONS;
+pub const SUPPORTED_VERSIONS: &[Version] = era::DEFAULT_VERSIONS;
 /// How long the engine may take before its silence counts as a denial.
 const ENGINE_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -74,7 +74,7 @@ pub struct ProxyResult {
     /// Safe to log: correlates with the trace line.
     pub decision_id: String,
     /// For an `initialize` answered locally: the version agreed.
-    pub negotiated: Option<String>,
+    pub negotiated: Option<Version>,
     /// Whether the message was served as a modern (per-request `_meta`) one.
     pub modern: bool,
     /// Denied for want of a scope the caller's token lacks: the scope (HTTP: 403
@@ -139,7 +139,7 @@ const MAX_CACHED_ANSWERS: usize = 16;
 
 /// A downstream's answer to one `initialize` (without its id): the version and the result the
 /// client is given.
-type CachedAnswer = (Vec<u8>, (String, Vec<(String, Json)>));
+type CachedAnswer = (Vec<u8>, (Version, Vec<(String, Json)>));
 
 /// The gate's coordinator.
 pub struct Proxy {
@@ -153,7 +153,7 @@ pub struct Proxy {
     /// The codes for modern requests (outside the JSON-RPC reserved range by default).
     modern_codes: ErrorCodes,
     /// The versions the gate speaks, oldest first.
-    versions: Vec<String>,
+    versions: Vec<Version>,
     tracer: Tracer,
     faults: Faults,
 }
@@ -194,14 +194,14 @@ impl Proxy {
             limits,
             codes,
             modern_codes: ErrorCodes::modern(),
-            versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
+            versions: SUPPORTED_VERSIONS.to_vec(),
             tracer,
             faults: Faults::NONE,
         }
     }
 
     /// The versions the gate speaks and its codes for modern requests.
-    pub fn with_versions(mut self, versions: Vec<String>, modern_codes: ErrorCodes) -> Proxy {
+    pub fn with_versions(mut self, versions: Vec<Version>, modern_codes: ErrorCodes) -> Proxy {
         let mut versions = versions;
         versions.sort();
         versions.dedup();
@@ -211,13 +211,23 @@ impl Proxy {
     }
 
     /// The versions the gate speaks, oldest first.
-    pub fn versions(&self) -> &[String] {
+    pub fn versions(&self) -> &[Version] {
         &self.versions
     }
 
     /// Whether the gate speaks `version` as a legacy (initialize) version.
-    pub(crate) fn speaks_legacy(&self, version: &str) -> bool {
-        !era::is_modern(version) && self.versions.iter().any(|v| v == version)
+    pub(crate) fn speaks_legacy(&self, version: Version) -> bool {
+        !version.is_modern() && self.versions.contains(&version)
+    }
+
+    /// Whether `text` names a modern version the gate speaks.
+    fn speaks_modern(&self, text: &str) -> bool {
+        Version::parse(text).is_some_and(|v| v.is_modern() && self.versions.contains(&v))
+    }
+
+    /// The legacy version a client's text names, when the gate speaks it.
+    pub(crate) fn legacy_named(&self, text: &str) -> Option<Version> {
+        Version::parse(text).filter(|v| self.speaks_legacy(*v))
     }
 
     /// The answer to a modern request whose headers do not match its body (HTTP 400).
@@ -439,7 +449,7 @@ impl Proxy {
         let refusal = match &claim {
             Claim::Legacy => None,
             Claim::Malformed => Some(error_bytes(id, -32602, MSG_BAD_META)),
-            Claim::Modern(v) if !(era::is_modern(v) && self.versions.iter().any(|s| s == v)) => {
+            Claim::Modern(v) if !self.speaks_modern(v) => {
                 Some(self.unsupported(id, Some(v)))
             }
             Claim::Modern(_) if !era::has_capabilities(c) => {

@@ -6,7 +6,7 @@ use super::{
     decision_id, error_bytes, Credentials, Handled, Proxy, ProxyResult, Refusal, MAX_CACHED_ANSWERS,
 };
 use crate::canonical::{self, Canonical, Id, Json, Message};
-use crate::era::{self, Claim};
+use crate::era::{self, Claim, Version};
 use crate::policy::ActionKind;
 use crate::relay::{self, RelayCtx, Relayed, Session, MSG_DOWNSTREAM};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ impl Proxy {
             return self.open_locally(server_id, raw, c, credentials).await;
         };
         let requested = c.message().param("protocolVersion").and_then(Json::as_str);
-        let Some(requested) = requested.filter(|v| self.speaks_legacy(v)) else {
+        let Some(requested) = requested.and_then(|v| self.legacy_named(v)) else {
             return self.open_locally(server_id, raw, c, credentials).await;
         };
         let DownstreamInit { init, key } = self.downstream_init(server_id, c, id, requested);
@@ -48,7 +48,7 @@ impl Proxy {
                 forwarder: self.forwarder.clone(),
                 server_id: server_id.to_string(),
                 init: init.forwarding_bytes().to_vec(),
-                version: version.clone(),
+                version,
             });
             return (opened(id, &decision, version, out), Some(session));
         }
@@ -71,7 +71,7 @@ impl Proxy {
             tokio::spawn(async move { downstream.close().await });
             return failed();
         };
-        self.remember_answer(key, &version, &out);
+        self.remember_answer(key, version, &out);
         let session = Session::new(Some(downstream));
         (opened(id, &decision, version, out), Some(session))
     }
@@ -84,7 +84,7 @@ impl Proxy {
         server_id: &str,
         c: &Canonical,
         id: &Id,
-        version: &str,
+        version: Version,
     ) -> DownstreamInit {
         let client_caps = c.message().param("capabilities");
         let mut caps = Vec::new();
@@ -125,18 +125,18 @@ impl Proxy {
     }
 
     /// The downstream's remembered answer to this `initialize`, if any.
-    fn cached_answer(&self, key: &[u8]) -> Option<(String, Vec<(String, Json)>)> {
+    fn cached_answer(&self, key: &[u8]) -> Option<(Version, Vec<(String, Json)>)> {
         let cache = self.answers.lock().ok()?;
         cache.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
     }
 
     /// Remember a downstream's answer to an `initialize`; the oldest goes at the bound.
-    fn remember_answer(&self, key: Vec<u8>, version: &str, out: &[(String, Json)]) {
+    fn remember_answer(&self, key: Vec<u8>, version: Version, out: &[(String, Json)]) {
         if let Ok(mut cache) = self.answers.lock() {
             if cache.len() >= MAX_CACHED_ANSWERS {
                 cache.remove(0);
             }
-            cache.push((key, (version.to_string(), out.to_vec())));
+            cache.push((key, (version, out.to_vec())));
         }
     }
 
@@ -144,7 +144,7 @@ impl Proxy {
     /// a result agreeing to a legacy version the gate speaks, its capabilities narrowed to what
     /// the gate relays (tools, resources, prompts, logging, completions), with the server's
     /// `serverInfo` and `instructions`. `None` for anything else.
-    fn initialize_result(&self, answer: &[u8], id: &Id) -> Option<(String, Vec<(String, Json)>)> {
+    fn initialize_result(&self, answer: &[u8], id: &Id) -> Option<(Version, Vec<(String, Json)>)> {
         let reply = match canonical::parse_incoming(answer, &self.downstream_limits()) {
             Ok(canonical::Incoming::Reply(r)) if &r.reply().id == id => r,
             _ => return None,
@@ -156,8 +156,7 @@ impl Proxy {
         let version = result
             .get("protocolVersion")
             .and_then(Json::as_str)
-            .filter(|v| self.speaks_legacy(v))?
-            .to_string();
+            .and_then(|v| self.legacy_named(v))?;
         let mut server_caps = Vec::new();
         if let Some(Json::Object(offered)) = result.get("capabilities") {
             for (k, v) in offered {
@@ -168,7 +167,7 @@ impl Proxy {
             }
         }
         let mut out = vec![
-            ("protocolVersion".to_string(), Json::String(version.clone())),
+            ("protocolVersion".to_string(), Json::String(version.to_string())),
             ("capabilities".to_string(), Json::Object(server_caps)),
         ];
         for key in ["serverInfo", "instructions"] {
@@ -267,7 +266,7 @@ impl Proxy {
 
 /// The answer to a client's `initialize` whose session opened: the result it is given, at the
 /// version agreed.
-fn opened(id: &Id, decision: &str, version: String, out: Vec<(String, Json)>) -> ProxyResult {
+fn opened(id: &Id, decision: &str, version: Version, out: Vec<(String, Json)>) -> ProxyResult {
     let answer = canonical::CanonicalReply::new(canonical::Reply {
         id: id.clone(),
         outcome: canonical::Outcome::Result(out),
