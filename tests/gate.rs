@@ -197,7 +197,7 @@ fn witness_received(gate: &Running, tool: &str) -> bool {
 fn the_gate_serves_only_the_versions_it_is_configured_for() {
     // Legacy only: a 2026-07-28 request is refused with -32022 naming what the gate speaks, and
     // nothing reaches the downstream; initialize still works.
-    let legacy = start(|c| c.versions = vec!["2025-11-25".into()]);
+    let legacy = start(|c| c.versions = vec![reference_gate::Version::new(2025, 11, 25)]);
     let (headers, body) = modern_call("echo");
     let (status, resp) = post(legacy.addr, &headers, &body);
     assert_eq!(status, 400, "{resp}");
@@ -208,7 +208,7 @@ fn the_gate_serves_only_the_versions_it_is_configured_for() {
 
     // Modern only: initialize is told the supported versions; a modern call is forwarded with
     // the headers the downstream checks (the witness refuses unbound requests), statelessly.
-    let modern = start(|c| c.versions = vec!["2026-07-28".into()]);
+    let modern = start(|c| c.versions = vec![reference_gate::Version::new(2026, 7, 28)]);
     let (status, resp) = post(modern.addr, "", INIT);
     assert_eq!(status, 400, "{resp}");
     assert_eq!(error_code(&resp), Some(-32022));

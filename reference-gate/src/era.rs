@@ -375,7 +375,14 @@ mod tests {
             assert_eq!(json, format!("\"{text}\""));
             assert_eq!(serde_json::from_str::<Version>(&json).ok(), Some(v));
         }
-        for text in ["2026-7-28", "2026-07-28 ", "x", "", "2026/07/28", "२०२६-07-28"] {
+        for text in [
+            "2026-7-28",
+            "2026-07-28 ",
+            "x",
+            "",
+            "2026/07/28",
+            "२०२६-07-28",
+        ] {
             assert_eq!(Version::parse(text), None, "{text:?}");
             assert!(serde_json::from_str::<Version>(&format!("{text:?}")).is_err());
         }

@@ -388,28 +388,31 @@ fn batch_problems(obs: &Observation, batch: &BatchSent, resp: &[&Value]) -> Vec<
             ),
         ));
     }
-    // Once every request has its one response: Streamable HTTP (2025-03-26) lets an event
-    // stream carry a batch's responses one by one; a JSON body and HTTP+SSE's stream answer it
-    // with one array.
-    let event_stream = obs.transport == TransportKind::Http
-        && obs
-            .answer
-            .http
-            .as_ref()
-            .is_some_and(|h| h.content_type.as_deref() == Some("text/event-stream"));
-    let bare = obs
-        .answer
-        .messages
-        .iter()
-        .filter(|m| m.is_object() && super::is_response(m))
-        .count();
-    if out.is_empty() && !event_stream && (bare > 0 || arrays.len() > 1) {
+    if out.is_empty() && came_apart(obs, arrays.len()) {
         out.push((
             Status::Warn,
             "preferred: a batch's responses together in one array (JSON-RPC 2.0 section 6); they came apart".into(),
         ));
     }
     out
+}
+
+/// Whether a batch's responses came apart (bare responses, or more than one of the `arrays`)
+/// where they belong in one array. Streamable HTTP (2025-03-26) lets an event stream carry a
+/// batch's responses one by one; a JSON body and HTTP+SSE's stream answer it with one array.
+fn came_apart(obs: &Observation, arrays: usize) -> bool {
+    let answer = &obs.answer;
+    let event_stream = obs.transport == TransportKind::Http
+        && answer
+            .http
+            .as_ref()
+            .is_some_and(|h| h.content_type.as_deref() == Some("text/event-stream"));
+    let bare = answer
+        .messages
+        .iter()
+        .filter(|m| m.is_object() && super::is_response(m))
+        .count();
+    !event_stream && (bare > 0 || arrays > 1)
 }
 
 /// What is wrong with a response's id, if anything: a failure, or a warning when it is the

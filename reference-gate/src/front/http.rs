@@ -245,7 +245,7 @@ impl HttpFront {
         &self,
         headers: &HeaderMap,
         principal: Option<&str>,
-    ) -> Result<(String, String, Arc<Session>), (StatusCode, &'static str)> {
+    ) -> Result<(String, crate::Version, Arc<Session>), (StatusCode, &'static str)> {
         let id = match one(headers, SESSION) {
             Ok(Some(id)) => id,
             Ok(None) => return Err((StatusCode::BAD_REQUEST, "Bad Request: missing session")),

@@ -5,7 +5,6 @@
 use super::request::Request;
 use super::{error_bytes, result_bytes, Answer, Handled, Proxy};
 use crate::canonical::{Canonical, Json, Message};
-use crate::era;
 use crate::policy::ActionKind;
 use crate::relay;
 

@@ -449,9 +449,7 @@ impl Proxy {
         let refusal = match &claim {
             Claim::Legacy => None,
             Claim::Malformed => Some(error_bytes(id, -32602, MSG_BAD_META)),
-            Claim::Modern(v) if !self.speaks_modern(v) => {
-                Some(self.unsupported(id, Some(v)))
-            }
+            Claim::Modern(v) if !self.speaks_modern(v) => Some(self.unsupported(id, Some(v))),
             Claim::Modern(_) if !era::has_capabilities(c) => {
                 Some(error_bytes(id, -32602, MSG_BAD_META))
             }

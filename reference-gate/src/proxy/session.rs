@@ -167,7 +167,10 @@ impl Proxy {
             }
         }
         let mut out = vec![
-            ("protocolVersion".to_string(), Json::String(version.to_string())),
+            (
+                "protocolVersion".to_string(),
+                Json::String(version.to_string()),
+            ),
             ("capabilities".to_string(), Json::Object(server_caps)),
         ];
         for key in ["serverInfo", "instructions"] {
