@@ -11,14 +11,11 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 /// An MCP protocol version: a `YYYY-MM-DD` date, ordered as dates are, read and written (and
-/// serialized) as that string. The one parser of version text (`Version::parse`); what a server
-/// or a client sent on the wire stays text until it is read with it.
+/// serialized) as that string. The suite's face of the gate's [`reference_gate::Version`], so
+/// that version text has one parser in the workspace (`Version::parse`); what a server or a
+/// client sent on the wire stays text until it is read with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Version {
-    year: u16,
-    month: u8,
-    day: u8,
-}
+pub struct Version(reference_gate::Version);
 
 /// Text that is not a version (`YYYY-MM-DD`, digits and dashes only).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,26 +24,13 @@ pub struct NotAVersion(pub String);
 
 impl Version {
     pub const fn new(year: u16, month: u8, day: u8) -> Version {
-        Version { year, month, day }
+        Version(reference_gate::Version::new(year, month, day))
     }
 
     /// `YYYY-MM-DD`, digits and dashes only (not checked as a calendar date: a version is a
     /// name that sorts as one).
     pub fn parse(text: &str) -> Option<Version> {
-        let b = text.as_bytes();
-        let shaped = b.len() == 10
-            && b.iter().enumerate().all(|(i, c)| match i {
-                4 | 7 => *c == b'-',
-                _ => c.is_ascii_digit(),
-            });
-        if !shaped {
-            return None;
-        }
-        Some(Version {
-            year: text[0..4].parse().ok()?,
-            month: text[5..7].parse().ok()?,
-            day: text[8..10].parse().ok()?,
-        })
+        reference_gate::Version::parse(text).map(Version)
     }
 
     /// Of the modern era (2026-07-28 and later): no handshake, no session, every request
@@ -70,7 +54,7 @@ impl Version {
 
 impl std::fmt::Display for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+        self.0.fmt(f)
     }
 }
 
